@@ -1,0 +1,34 @@
+// swift-tools-version:6.0
+// plings-bridge: no outside packages; the toolchain plus Debian C libraries (see design section 3).
+import PackageDescription
+
+let package = Package(
+    name: "plings-bridge",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "plings-bridge", targets: ["plings-bridge"]),
+        .executable(name: "plings-bench", targets: ["plings-bench"]),
+    ],
+    targets: [
+        // C libraries, one system-library target each.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+
+        // Pure logic: no I/O, Foundation only.
+        .target(name: "BridgeCore", exclude: ["NFC", "HID"]),
+        // logfmt lines on stderr, shared by the I/O modules.
+        .target(name: "Logging", dependencies: ["BridgeCore"]),
+        // The durable SQLite spool.
+        .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite"]),
+        // Wiring: sources -> pipeline -> spool -> forwarder.
+        .target(name: "Bridge", dependencies: ["BridgeCore", "Logging", "Spool"]),
+        // The CLI: thin.
+        .executableTarget(name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool"]),
+        // Benchmarks (`swift run -c release plings-bench`).
+        .executableTarget(name: "plings-bench", dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite"]),
+
+        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"], exclude: ["NFC", "HID"]),
+        .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore"]),
+        .testTarget(name: "CLITests", dependencies: ["BridgeCore"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,124 @@
+import BridgeCore
+import Foundation
+
+/// Loads the configuration the way design 2.6 says: JSON file, then environment, then flags.
+public struct Settings: Sendable {
+    public static let defaultConfigPath = "/etc/plings-bridge/config.json"
+
+    public var config: BridgeConfig
+    /// The file that was read, if any.
+    public var configPath: String?
+    public var spoolPath: String
+
+    /// - Parameters:
+    ///   - configPath: `--config`; when nil, `PLINGS_BRIDGE_CONFIG`, then the default path when it exists.
+    ///   - flags: flag name, config key and the flag's text, in command-line order.
+    public static func load(
+        configPath: String?, flags: [(flag: String, path: String, value: JSONValue)],
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(ConfigError) -> Settings {
+        var loader = ConfigLoader()
+        var path = configPath ?? environment["PLINGS_BRIDGE_CONFIG"]
+        if path == nil, FileManager.default.fileExists(atPath: defaultConfigPath) { path = defaultConfigPath }
+        if let path {
+            guard let data = FileManager.default.contents(atPath: path) else {
+                throw ConfigError("cannot read config file \(path)")
+            }
+            try loader.applyFile([UInt8](data), origin: path)
+        }
+        try loader.applyEnvironment(environment)
+        for (flag, key, value) in flags {
+            if case .string(let text) = value {
+                try loader.applyFlag(flag, path: key, text: text)
+            } else {
+                try loader.applyFlag(flag, path: key, value: value)
+            }
+        }
+        let config = loader.config
+        try validate(config)
+        return Settings(
+            config: config, configPath: path,
+            spoolPath: config.spool.path ?? defaultSpoolPath(environment: environment))
+    }
+
+    /// Checks that need several keys at once.
+    static func validate(_ config: BridgeConfig) throws(ConfigError) {
+        if let url = config.api.url {
+            try APIEndpoint.validate(url, allowInsecureHTTP: config.api.allowInsecureHTTP)
+        }
+    }
+
+    /// `$STATE_DIRECTORY/spool.sqlite` under systemd, else `$XDG_STATE_HOME/plings-bridge/spool.sqlite`,
+    /// else `~/.local/state/plings-bridge/spool.sqlite`.
+    public static func defaultSpoolPath(environment: [String: String]) -> String {
+        if let state = environment["STATE_DIRECTORY"], let first = state.split(separator: ":").first {
+            return String(first) + "/spool.sqlite"
+        }
+        if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") {
+            return xdg + "/plings-bridge/spool.sqlite"
+        }
+        let home = environment["HOME"] ?? NSHomeDirectory()
+        return home + "/.local/state/plings-bridge/spool.sqlite"
+    }
+}
+
+/// Validates the API URL: `https://` always, `http://` only with `allowInsecureHTTP` and a loopback host.
+public enum APIEndpoint {
+    public static func validate(_ url: String, allowInsecureHTTP: Bool) throws(ConfigError) {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+            let host = components.host, !host.isEmpty
+        else { throw ConfigError("api.url '\(url.prefix(100))' is not a valid URL") }
+        if components.user != nil || components.password != nil {
+            throw ConfigError("api.url must not carry credentials; use api.tokenFile")
+        }
+        switch scheme {
+        case "https": return
+        case "http":
+            guard allowInsecureHTTP else {
+                throw ConfigError("api.url uses http://; set api.allowInsecureHTTP (loopback hosts only) or use https://")
+            }
+            guard isLoopback(host) else {
+                throw ConfigError("api.url: http:// is allowed only to loopback addresses, not '\(host)'")
+            }
+        default:
+            throw ConfigError("api.url scheme '\(scheme)' is not https")
+        }
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        if h == "localhost" || h == "::1" { return true }
+        let octets = h.split(separator: ".", omittingEmptySubsequences: false)
+        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
+    }
+}
+
+/// Where the API token comes from, never argv: `--api-token-file`/`api.tokenFile`, else
+/// `PLINGS_BRIDGE_API_TOKEN`, else `$CREDENTIALS_DIRECTORY/token` (systemd `LoadCredential=`).
+public enum TokenSource {
+    public static func load(config: BridgeConfig, environment: [String: String]) throws(ConfigError) -> String? {
+        if let file = config.api.tokenFile {
+            return try read(file, what: "api.tokenFile")
+        }
+        if let token = environment["PLINGS_BRIDGE_API_TOKEN"] {
+            let trimmed = token.trimmingASCIIWhitespace()
+            guard !trimmed.isEmpty else { throw ConfigError("PLINGS_BRIDGE_API_TOKEN is empty") }
+            return trimmed
+        }
+        if let directory = environment["CREDENTIALS_DIRECTORY"] {
+            let path = directory + "/token"
+            if FileManager.default.fileExists(atPath: path) { return try read(path, what: "credential 'token'") }
+        }
+        return nil
+    }
+
+    private static func read(_ path: String, what: String) throws(ConfigError) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigError("\(what): cannot read token file \(path)")
+        }
+        // A trailing newline from `echo token > file` is not part of the token.
+        let token = String(decoding: data, as: UTF8.self).trimmingASCIIWhitespace()
+        guard !token.isEmpty else { throw ConfigError("\(what): token file \(path) is empty") }
+        return token
+    }
+}

@@ -1,0 +1,114 @@
+/// What one delivery attempt's answer means for the scan (design 2.3's outcome table).
+public enum DeliveryOutcome: Sendable, Equatable {
+    /// 2xx with `data.resolveIdentifier` and no errors. `response` is the (truncated) body to keep.
+    case delivered(response: String)
+    /// A permanent refusal: validation error, 400, 404, 413, 422. The scan is dead-lettered with the reason.
+    case dead(reason: String, response: String)
+    /// 401, 403 or an auth error code: the scan stays pending and delivery pauses until reload or long backoff.
+    case authPaused(reason: String)
+    /// Anything transient: retry with backoff, honouring `retryAfter` (seconds) when the server gave one.
+    case retry(reason: String, retryAfter: Double?)
+
+    public var reason: String? {
+        switch self {
+        case .delivered: return nil
+        case .dead(let reason, _), .authPaused(let reason), .retry(let reason, _): return reason
+        }
+    }
+}
+
+/// Classifies an HTTP answer from the API. Pure: the forwarder does the I/O, this decides.
+public enum DeliveryClassifier {
+    /// How much of a response body is kept in the spool.
+    public static let keptResponseBytes = 2048
+
+    /// GraphQL error codes that mean the input itself is bad: retrying the same input cannot succeed.
+    static let validationCodes: Set<String> = [
+        "BAD_USER_INPUT", "GRAPHQL_VALIDATION_FAILED", "GRAPHQL_PARSE_FAILED", "VALIDATION_ERROR", "BAD_REQUEST",
+        "INVALID_INPUT", "NOT_FOUND",
+    ]
+    /// GraphQL error codes that mean our credentials are refused.
+    static let authCodes: Set<String> = ["UNAUTHENTICATED", "UNAUTHORIZED", "FORBIDDEN", "INVALID_TOKEN"]
+
+    /// - Parameters:
+    ///   - status: the HTTP status code.
+    ///   - retryAfterHeader: the raw `Retry-After` header value, if any.
+    ///   - body: the response body bytes.
+    public static func classify(status: Int, retryAfterHeader: String?, body: [UInt8]) -> DeliveryOutcome {
+        let kept = truncated(body)
+        let retryAfter = retryAfterHeader.flatMap(parseRetryAfter)
+        switch status {
+        case 200..<300:
+            break
+        case 401, 403:
+            return .authPaused(reason: "HTTP \(status): the API refused the token")
+        case 400, 404, 413, 422:
+            return .dead(reason: "HTTP \(status)" + summary(of: body), response: kept)
+        case 408, 429, 500..<600:
+            return .retry(reason: "HTTP \(status)" + summary(of: body), retryAfter: retryAfter)
+        default:
+            // Redirects and other odd statuses: not a refusal of this scan, so keep it and try again later.
+            return .retry(reason: "unexpected HTTP \(status)", retryAfter: retryAfter)
+        }
+        guard let json = try? JSONParser.parse(body) else {
+            return .retry(reason: "HTTP \(status) with a body that is not JSON", retryAfter: retryAfter)
+        }
+        if case .array(let errors)? = json["errors"], !errors.isEmpty {
+            let codes = errors.compactMap { $0["extensions"]?["code"]?.stringValue?.uppercased() }
+            let message = errors.first?["message"]?.stringValue ?? "GraphQL error"
+            let detail = "GraphQL error: " + String(message.prefix(200)) + (codes.isEmpty ? "" : " (\(codes[0]))")
+            if codes.contains(where: authCodes.contains) { return .authPaused(reason: detail) }
+            if codes.contains(where: validationCodes.contains) { return .dead(reason: detail, response: kept) }
+            return .retry(reason: detail, retryAfter: retryAfter)
+        }
+        guard let data = json["data"], let result = data["resolveIdentifier"], !result.isNull else {
+            return .retry(reason: "HTTP \(status) without data.resolveIdentifier", retryAfter: retryAfter)
+        }
+        return .delivered(response: kept)
+    }
+
+    /// `Retry-After` as delta-seconds (HTTP dates are rare from APIs and ignored: backoff applies instead).
+    public static func parseRetryAfter(_ value: String) -> Double? {
+        let trimmed = value.trimmingASCIIWhitespace()
+        guard !trimmed.isEmpty, trimmed.utf8.count <= 9, trimmed.utf8.allSatisfy({ (48...57).contains($0) }),
+            let seconds = Int(trimmed)
+        else { return nil }
+        return Double(seconds)
+    }
+
+    static func truncated(_ body: [UInt8]) -> String {
+        if body.count <= keptResponseBytes { return String(decoding: body, as: UTF8.self) }
+        return String(decoding: body.prefix(keptResponseBytes), as: UTF8.self) + "…"
+    }
+
+    private static func summary(of body: [UInt8]) -> String {
+        guard let json = try? JSONParser.parse(body), case .array(let errors)? = json["errors"],
+            let message = errors.first?["message"]?.stringValue
+        else { return "" }
+        return ": " + String(message.prefix(200))
+    }
+}
+
+/// Exponential backoff with full jitter: the n-th retry waits uniformly in [0, min(cap, base * 2^n)].
+public struct Backoff: Sendable {
+    public var base: Double
+    public var cap: Double
+
+    public init(base: Double = 1, cap: Double = 300) {
+        self.base = base
+        self.cap = cap
+    }
+
+    /// The ceiling of the wait before retry number `attempt` (0-based).
+    public func ceiling(attempt: Int) -> Double {
+        let exponent = min(max(attempt, 0), 30)
+        return min(cap, base * Double(1 << exponent))
+    }
+
+    /// The wait before retry number `attempt`; `retryAfter` from the server is a floor, capped by `cap`.
+    public func delay(attempt: Int, retryAfter: Double? = nil, random: Double) -> Double {
+        let jittered = ceiling(attempt: attempt) * min(max(random, 0), 1)
+        if let retryAfter { return min(max(jittered, retryAfter), max(cap, retryAfter)) }
+        return jittered
+    }
+}

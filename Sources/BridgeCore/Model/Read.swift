@@ -1,0 +1,87 @@
+import Foundation
+
+/// Where a read came from.
+public enum SourceKind: String, Sendable, CaseIterable {
+    case nfc
+    case hid
+    case manual
+}
+
+/// Raw bytes from a device, before the pipeline: an NDEF URL, a line typed by a scanner, or a CLI argument.
+public struct Read: Sendable, Equatable {
+    public var sourceKind: SourceKind
+    /// Reader name (NFC), stable scanner name (HID) or `cli` (manual).
+    public var device: String
+    /// Tag UID as lower-case hex, NFC only.
+    public var uid: String?
+    /// The URL or line exactly as read (may be empty).
+    public var raw: String
+    /// Wall-clock time of the read (card detected / line completed); becomes the scan's timestamp.
+    public var time: Date
+    /// When the source could not produce a URL, why (blank tag, no URI record). The read is kept unrecognized.
+    public var noURLReason: String?
+
+    public init(
+        sourceKind: SourceKind, device: String, uid: String? = nil, raw: String, time: Date,
+        noURLReason: String? = nil
+    ) {
+        self.sourceKind = sourceKind
+        self.device = device
+        self.uid = uid
+        self.raw = raw
+        self.time = time
+        self.noURLReason = noURLReason
+    }
+}
+
+/// A position to attach to a scan.
+public struct LocationFix: Sendable, Equatable {
+    public var latitude: Double
+    public var longitude: Double
+    /// Horizontal error in metres, nil when unknown.
+    public var accuracy: Double?
+
+    public init(latitude: Double, longitude: Double, accuracy: Double? = nil) {
+        self.latitude = latitude
+        self.longitude = longitude
+        self.accuracy = accuracy
+    }
+
+    /// True when the coordinates are finite and on the globe; anything else is never sent.
+    public var isValid: Bool {
+        latitude.isFinite && longitude.isFinite && abs(latitude) <= 90 && abs(longitude) <= 180
+            && (accuracy.map { $0.isFinite && $0 >= 0 } ?? true)
+    }
+}
+
+/// The seam through which the pipeline asks for the fix that is fresh *now*.
+///
+/// Implementations must answer from memory (a cached value), never by I/O: the call sits on the read path.
+public protocol FixProvider: Sendable {
+    func currentFix() -> LocationFix?
+}
+
+/// No location: scans carry no `geoLocation` (location disabled, or nothing configured).
+public struct NoFixProvider: FixProvider {
+    public init() {}
+    public func currentFix() -> LocationFix? { nil }
+}
+
+/// A gate that does not move: the configured position, always fresh.
+public struct FixedFixProvider: FixProvider {
+    public let fix: LocationFix
+    public init(fix: LocationFix) { self.fix = fix }
+    public func currentFix() -> LocationFix? { fix }
+}
+
+/// The first provider that has a fresh fix wins (GPS first, then the fixed location).
+public struct FirstFixProvider: FixProvider {
+    public let providers: [any FixProvider]
+    public init(_ providers: [any FixProvider]) { self.providers = providers }
+    public func currentFix() -> LocationFix? {
+        for provider in providers {
+            if let fix = provider.currentFix() { return fix }
+        }
+        return nil
+    }
+}

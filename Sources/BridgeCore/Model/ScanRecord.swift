@@ -1,0 +1,88 @@
+import Foundation
+
+/// A scan as stored in the spool (design 2.4), for inspection and delivery.
+public struct ScanRecord: Sendable, Equatable {
+    public var id: String
+    public var createdAt: Date
+    public var state: ScanState
+    public var sourceKind: SourceKind
+    public var device: String
+    public var uid: String?
+    public var raw: String
+    /// The resolveIdentifier input JSON text; nil when unrecognized.
+    public var inputJSON: String?
+    public var identifier: String?
+    public var attempts: Int
+    public var lastError: String?
+    public var nextAttemptAt: Date?
+    public var deliveredAt: Date?
+    public var response: String?
+
+    public init(
+        id: String, createdAt: Date, state: ScanState, sourceKind: SourceKind, device: String, uid: String?,
+        raw: String, inputJSON: String?, identifier: String?, attempts: Int, lastError: String?,
+        nextAttemptAt: Date?, deliveredAt: Date?, response: String?
+    ) {
+        self.id = id
+        self.createdAt = createdAt
+        self.state = state
+        self.sourceKind = sourceKind
+        self.device = device
+        self.uid = uid
+        self.raw = raw
+        self.inputJSON = inputJSON
+        self.identifier = identifier
+        self.attempts = attempts
+        self.lastError = lastError
+        self.nextAttemptAt = nextAttemptAt
+        self.deliveredAt = deliveredAt
+        self.response = response
+    }
+
+    /// The `spool list --json` object of design 2.5 (field names fixed; absent values null).
+    public func json() -> JSONValue {
+        func optional(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
+        // The input is stored as JSON text we wrote; if it ever fails to parse (a hand-edited row), show it as a
+        // string rather than hiding it.
+        let input: JSONValue = inputJSON.map { (try? JSONParser.parse($0)) ?? .string($0) } ?? .null
+        return .object([
+            ("id", .string(id)),
+            ("state", .string(state.rawValue)),
+            ("source", .object([("kind", .string(sourceKind.rawValue)), ("device", .string(device)), ("uid", optional(uid))])),
+            ("raw", .string(raw)),
+            ("input", input),
+            ("attempts", .integer(attempts)),
+            ("lastError", optional(lastError)),
+            ("createdAt", .string(Timestamp.format(createdAt))),
+            ("deliveredAt", deliveredAt.map { .string(Timestamp.format($0)) } ?? .null),
+            ("nextAttemptAt", nextAttemptAt.map { .string(Timestamp.format($0)) } ?? .null),
+            ("response", optional(response)),
+        ])
+    }
+}
+
+/// Counts and health of the spool (`spool stats`).
+public struct SpoolStats: Sendable, Equatable {
+    public var counts: [ScanState: Int]
+    /// Seconds since the oldest pending scan was captured; nil when nothing is pending.
+    public var oldestPendingAge: Double?
+    /// The most recent delivery error recorded on any pending or dead scan.
+    public var lastError: String?
+    public var schemaVersion: Int
+
+    public init(counts: [ScanState: Int], oldestPendingAge: Double?, lastError: String?, schemaVersion: Int) {
+        self.counts = counts
+        self.oldestPendingAge = oldestPendingAge
+        self.lastError = lastError
+        self.schemaVersion = schemaVersion
+    }
+
+    public func json() -> JSONValue {
+        .object([
+            ("counts", .object(ScanState.allCases.map { ($0.rawValue, .integer(counts[$0] ?? 0)) })),
+            ("oldestPendingAge", oldestPendingAge.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
+            ("lastError", lastError.map(JSONValue.string) ?? .null),
+            ("schemaVersion", .integer(schemaVersion)),
+        ])
+    }
+}

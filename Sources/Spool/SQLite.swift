@@ -1,0 +1,146 @@
+import CSQLite
+
+/// An SQLite failure: the call, SQLite's result code and message.
+public struct SQLiteError: Error, CustomStringConvertible, Equatable {
+    public let code: Int32
+    public let message: String
+    public let context: String
+
+    public var description: String { "\(context): \(message) (SQLite code \(code))" }
+
+    /// The disk (or the configured page limit) is full: the write was refused, nothing was committed.
+    public var isFull: Bool { code & 0xFF == SQLITE_FULL }
+    /// Another connection holds the lock longer than the busy timeout.
+    public var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
+}
+
+/// SQLite's "copy this string now" destructor, a C macro Swift cannot import.
+private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+/// One SQLite connection. Not thread-safe by itself: it is only ever used under `Spool`'s mutex, which is
+/// why it may be marked Sendable (the mutex, not the type, provides the exclusion).
+final class SQLiteConnection: @unchecked Sendable {
+    private let handle: OpaquePointer
+    private var statements: [String: OpaquePointer] = [:]
+
+    init(path: String) throws(SQLiteError) {
+        var db: OpaquePointer?
+        // NOMUTEX: we serialise ourselves; FULLMUTEX would only add a second lock.
+        let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &db, flags, nil)
+        guard rc == SQLITE_OK, let db else {
+            let message = db.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            if let db { sqlite3_close_v2(db) }
+            throw SQLiteError(code: rc, message: message, context: "open \(path)")
+        }
+        handle = db
+        sqlite3_extended_result_codes(db, 1)
+    }
+
+    deinit {
+        for statement in statements.values { sqlite3_finalize(statement) }
+        sqlite3_close_v2(handle)
+    }
+
+    func error(_ rc: Int32, _ context: String) -> SQLiteError {
+        SQLiteError(code: rc, message: String(cString: sqlite3_errmsg(handle)), context: context)
+    }
+
+    /// Runs SQL with no results (several statements allowed).
+    func execute(_ sql: String) throws(SQLiteError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let rc = sqlite3_exec(handle, sql, nil, nil, &message)
+        if rc != SQLITE_OK {
+            let text = message.map { String(cString: $0) } ?? String(cString: sqlite3_errmsg(handle))
+            sqlite3_free(message)
+            throw SQLiteError(code: rc, message: text, context: String(sql.prefix(60)))
+        }
+    }
+
+    /// A cached prepared statement, reset and with its bindings cleared.
+    func prepare(_ sql: String) throws(SQLiteError) -> Statement {
+        if let cached = statements[sql] {
+            sqlite3_reset(cached)
+            sqlite3_clear_bindings(cached)
+            return Statement(handle: cached, connection: self)
+        }
+        var statement: OpaquePointer?
+        let rc = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard rc == SQLITE_OK, let statement else { throw error(rc, "prepare \(sql.prefix(60))") }
+        statements[sql] = statement
+        return Statement(handle: statement, connection: self)
+    }
+
+    var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// A single integer from a query such as `PRAGMA user_version`.
+    func scalarInt(_ sql: String) throws(SQLiteError) -> Int? {
+        let statement = try prepare(sql)
+        guard try statement.step() else { return nil }
+        return statement.isNull(0) ? nil : statement.int(0)
+    }
+
+    /// Runs `body` in a transaction (`BEGIN IMMEDIATE`, so the write lock is taken up front and a busy
+    /// conflict shows at BEGIN rather than half-way); rolls back when it throws.
+    func transaction<T>(_ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try execute("COMMIT")
+            return result
+        } catch {
+            try? execute("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+/// A prepared statement borrowed from the connection's cache.
+struct Statement {
+    let handle: OpaquePointer
+    unowned let connection: SQLiteConnection
+
+    func bind(_ index: Int32, _ value: String?) throws(SQLiteError) {
+        let rc: Int32
+        if let value {
+            rc = sqlite3_bind_text(handle, index, value, -1, transient)
+        } else {
+            rc = sqlite3_bind_null(handle, index)
+        }
+        guard rc == SQLITE_OK else { throw connection.error(rc, "bind") }
+    }
+
+    func bind(_ index: Int32, _ value: Int) throws(SQLiteError) {
+        let rc = sqlite3_bind_int64(handle, index, Int64(value))
+        guard rc == SQLITE_OK else { throw connection.error(rc, "bind") }
+    }
+
+    /// Steps once: true when a row is available, false when done.
+    @discardableResult
+    func step() throws(SQLiteError) -> Bool {
+        let rc = sqlite3_step(handle)
+        switch rc {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE:
+            sqlite3_reset(handle)
+            return false
+        default:
+            let error = connection.error(rc, "step")
+            sqlite3_reset(handle)
+            throw error
+        }
+    }
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+
+    func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(handle, column)) }
+
+    func string(_ column: Int32) -> String? {
+        guard let text = sqlite3_column_text(handle, column) else { return nil }
+        let count = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
+    }
+}
+
+/// The linked SQLite library's version, for `plings-bridge version`.
+public var sqliteLibraryVersion: String { String(cString: sqlite3_libversion()) }

@@ -1,0 +1,406 @@
+import BridgeCore
+import Foundation
+import Synchronization
+
+/// Why the spool could not do what was asked.
+public enum SpoolError: Error, CustomStringConvertible {
+    case sqlite(SQLiteError)
+    case newerSchema(found: Int, supported: Int)
+    case cannotCreateDirectory(String, String)
+
+    public var description: String {
+        switch self {
+        case .sqlite(let e): return e.isFull ? "spool disk is full: \(e)" : "spool: \(e)"
+        case .newerSchema(let found, let supported):
+            return "spool schema version \(found) is newer than this build supports (\(supported)); upgrade plings-bridge"
+        case .cannotCreateDirectory(let path, let why): return "cannot create spool directory \(path): \(why)"
+        }
+    }
+
+    /// True when the disk (or page limit) is full: the write was refused and nothing was half-written.
+    public var isDiskFull: Bool {
+        if case .sqlite(let e) = self { return e.isFull }
+        return false
+    }
+}
+
+/// The durable local store of every accepted scan (design 2.4): SQLite in WAL mode, `synchronous=FULL` by
+/// default, shared safely by several processes (a running service and CLI commands).
+///
+/// All calls are short synchronous transactions, serialised by a mutex: SQLite connections are not
+/// thread-safe, and a lock held for one commit is simpler and faster than hopping to an actor. Callers on the
+/// read path (the pipeline's own thread) may block for one fsync.
+public final class Spool: Sendable {
+    public let path: String
+    private let connection: Mutex<SQLiteConnection>
+
+    /// How long a connection waits for another process's write lock before failing with "busy".
+    public static let busyTimeoutMilliseconds = 5000
+
+    /// Opens (creating when missing) and migrates the spool at `path`.
+    public init(path: String, synchronous: BridgeConfig.Synchronous = .full) throws(SpoolError) {
+        self.path = path
+        let directory = (path as NSString).deletingLastPathComponent
+        if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw .cannotCreateDirectory(directory, "\(error.localizedDescription)")
+            }
+        }
+        let db: SQLiteConnection
+        do {
+            db = try SQLiteConnection(path: path)
+            try db.execute("PRAGMA busy_timeout = \(Spool.busyTimeoutMilliseconds)")
+            // WAL lets `spool list` read while `run` writes; it must be set before any transaction.
+            try db.execute("PRAGMA journal_mode = WAL")
+            try db.execute("PRAGMA synchronous = \(synchronous.rawValue.uppercased())")
+            try Spool.migrate(db)
+        } catch let error as SQLiteError {
+            throw .sqlite(error)
+        } catch let error as SpoolError {
+            throw error
+        } catch {
+            throw .sqlite(SQLiteError(code: -1, message: "\(error)", context: "open"))
+        }
+        connection = Mutex(db)
+    }
+
+    /// Opens an existing spool read-only-ish for inspection; nil when the file does not exist (empty results).
+    public static func openIfExists(path: String) throws(SpoolError) -> Spool? {
+        guard FileManager.default.fileExists(atPath: path) else { return nil }
+        return try Spool(path: path)
+    }
+
+    static func migrate(_ db: SQLiteConnection) throws {
+        let version = try db.scalarInt("PRAGMA user_version") ?? 0
+        if version > Schema.currentVersion {
+            throw SpoolError.newerSchema(found: version, supported: Schema.currentVersion)
+        }
+        for step in version..<Schema.currentVersion {
+            try db.transaction { () throws(SQLiteError) in
+                // Another process may have migrated while we waited for the lock.
+                let now = try db.scalarInt("PRAGMA user_version") ?? 0
+                guard now == step else { return }
+                try db.execute(Schema.migrations[step])
+                try db.execute("PRAGMA user_version = \(step + 1)")
+            }
+        }
+    }
+
+    private func withConnection<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
+        do {
+            return try connection.withLock { db throws(SQLiteError) in try body(db) }
+        } catch {
+            throw .sqlite(error)
+        }
+    }
+
+    // MARK: - Writing scans
+
+    /// Commits scans in one transaction; when it returns, every one of them is durable.
+    /// Either all are committed or none (a full disk refuses the whole batch).
+    public func insert(_ scans: [NewScan]) throws(SpoolError) {
+        guard !scans.isEmpty else { return }
+        try withConnection { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let statement = try db.prepare(
+                    """
+                    INSERT INTO scans (id, created_at, state, source_kind, device, uid, raw, input, identifier,
+                                       attempts, last_error)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10)
+                    """)
+                for scan in scans {
+                    try statement.bind(1, scan.id)
+                    try statement.bind(2, Timestamp.format(scan.read.time))
+                    try statement.bind(3, scan.state.rawValue)
+                    try statement.bind(4, scan.read.sourceKind.rawValue)
+                    try statement.bind(5, scan.read.device)
+                    try statement.bind(6, scan.read.uid)
+                    try statement.bind(7, scan.read.raw)
+                    try statement.bind(8, scan.inputJSON)
+                    try statement.bind(9, scan.identifier)
+                    try statement.bind(10, scan.reason)
+                    try statement.step()
+                }
+            }
+        }
+    }
+
+    // MARK: - Reading
+
+    static let columns =
+        "id, created_at, state, source_kind, device, uid, raw, input, identifier, attempts, last_error, next_attempt_at, delivered_at, response"
+
+    private static func record(_ s: Statement) -> ScanRecord {
+        func date(_ column: Int32) -> Date? { s.string(column).flatMap(Timestamp.parse) }
+        return ScanRecord(
+            id: s.string(0) ?? "",
+            createdAt: date(1) ?? Date(timeIntervalSince1970: 0),
+            state: s.string(2).flatMap(ScanState.init) ?? .dead,
+            sourceKind: s.string(3).flatMap(SourceKind.init) ?? .manual,
+            device: s.string(4) ?? "",
+            uid: s.string(5),
+            raw: s.string(6) ?? "",
+            inputJSON: s.string(7),
+            identifier: s.string(8),
+            attempts: s.int(9),
+            lastError: s.string(10),
+            nextAttemptAt: date(11),
+            deliveredAt: date(12),
+            response: s.string(13))
+    }
+
+    private func query(_ sql: String, bind: (Statement) throws(SQLiteError) -> Void = { _ in }) throws(SpoolError)
+        -> [ScanRecord]
+    {
+        try withConnection { db throws(SQLiteError) in
+            let statement = try db.prepare(sql)
+            try bind(statement)
+            var records: [ScanRecord] = []
+            while try statement.step() { records.append(Spool.record(statement)) }
+            return records
+        }
+    }
+
+    /// Scans in capture order, optionally of one state; `limit` 0 means all.
+    public func list(state: ScanState? = nil, limit: Int = 0) throws(SpoolError) -> [ScanRecord] {
+        try query(
+            "SELECT \(Spool.columns) FROM scans WHERE (?1 IS NULL OR state = ?1) ORDER BY seq LIMIT ?2"
+        ) { s throws(SQLiteError) in
+            try s.bind(1, state?.rawValue)
+            try s.bind(2, limit > 0 ? limit : -1)
+        }
+    }
+
+    /// Calls `body` for every scan in capture order without holding them all in memory (`spool export`).
+    public func forEach(state: ScanState? = nil, _ body: (ScanRecord) -> Void) throws(SpoolError) {
+        var after = 0
+        while true {
+            // Pages of 500 rows, so a long export neither holds the lock nor the whole spool.
+            let page: [(Int, ScanRecord)] = try withConnection { db throws(SQLiteError) in
+                let statement = try db.prepare(
+                    "SELECT \(Spool.columns), seq FROM scans WHERE seq > ?1 AND (?2 IS NULL OR state = ?2) ORDER BY seq LIMIT 500"
+                )
+                try statement.bind(1, after)
+                try statement.bind(2, state?.rawValue)
+                var rows: [(Int, ScanRecord)] = []
+                while try statement.step() {
+                    rows.append((statement.int(14), Spool.record(statement)))
+                }
+                return rows
+            }
+            guard let last = page.last else { return }
+            page.forEach { body($0.1) }
+            after = last.0
+        }
+    }
+
+    public func record(id: String) throws(SpoolError) -> ScanRecord? {
+        try query("SELECT \(Spool.columns) FROM scans WHERE id = ?1") { s throws(SQLiteError) in try s.bind(1, id) }
+            .first
+    }
+
+    public func stats(now: Date = Date()) throws(SpoolError) -> SpoolStats {
+        try withConnection { db throws(SQLiteError) in
+            var counts: [ScanState: Int] = [:]
+            let grouped = try db.prepare("SELECT state, COUNT(*) FROM scans GROUP BY state")
+            while try grouped.step() {
+                if let state = grouped.string(0).flatMap(ScanState.init) { counts[state] = grouped.int(1) }
+            }
+            let oldest = try db.prepare("SELECT MIN(created_at) FROM scans WHERE state = 'pending'")
+            var oldestAge: Double?
+            if try oldest.step(), let text = oldest.string(0), let date = Timestamp.parse(text) {
+                oldestAge = max(0, now.timeIntervalSince(date))
+                try oldest.step()
+            }
+            let last = try db.prepare(
+                """
+                SELECT last_error FROM scans WHERE state IN ('pending', 'dead') AND last_attempt_at IS NOT NULL
+                    AND last_error IS NOT NULL ORDER BY last_attempt_at DESC LIMIT 1
+                """)
+            var lastError: String?
+            if try last.step() {
+                lastError = last.string(0)
+                try last.step()
+            }
+            let version = try db.scalarInt("PRAGMA user_version") ?? 0
+            return SpoolStats(counts: counts, oldestPendingAge: oldestAge, lastError: lastError, schemaVersion: version)
+        }
+    }
+
+    /// A number that changes whenever another connection commits (SQLite's `PRAGMA data_version`). Cheap: it
+    /// reads shared memory, so the service can check it every couple of seconds to notice `scan`/`spool retry`.
+    public func dataVersion() throws(SpoolError) -> Int {
+        try withConnection { db throws(SQLiteError) in try db.scalarInt("PRAGMA data_version") ?? 0 }
+    }
+
+    // MARK: - Managing
+
+    /// Revives one dead scan (back to pending, attempts reset). Returns false when no dead scan has that id.
+    public func retry(id: String) throws(SpoolError) -> Bool {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare(
+                "UPDATE scans SET state = 'pending', attempts = 0, next_attempt_at = NULL WHERE id = ?1 AND state IN ('dead', 'pending')"
+            )
+            try s.bind(1, id)
+            try s.step()
+            return db.changes > 0
+        }
+    }
+
+    /// Revives every dead scan; returns how many.
+    public func retryDead() throws(SpoolError) -> Int {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare(
+                "UPDATE scans SET state = 'pending', attempts = 0, next_attempt_at = NULL WHERE state = 'dead'")
+            try s.step()
+            return db.changes
+        }
+    }
+
+    /// Deletes delivered scans delivered before `cutoff`; returns how many. Other states are never pruned.
+    public func purgeDelivered(before cutoff: Date) throws(SpoolError) -> Int {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare("DELETE FROM scans WHERE state = 'delivered' AND delivered_at < ?1")
+            try s.bind(1, Timestamp.format(cutoff))
+            try s.step()
+            return db.changes
+        }
+    }
+
+    // MARK: - Delivery
+
+    /// Claims up to `limit` scans that may be sent now: pending, due, and the oldest pending scan of their
+    /// identifier (so a later scan never overtakes an earlier one), skipping identifiers in `busy`.
+    ///
+    /// Claiming moves `next_attempt_at` forward by `lease`, so another process (a `scan` command, a second
+    /// service by mistake) does not send the same scan at the same time; if we die, the lease runs out and the
+    /// scan is retried. Delivery stays at-least-once: the idempotency key covers a retry after a lost answer.
+    public func claimDeliverable(now: Date, lease: Double, limit: Int, busy: Set<String>) throws(SpoolError)
+        -> [ScanRecord]
+    {
+        try withConnection { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let select = try db.prepare(
+                    """
+                    SELECT \(Spool.columns) FROM scans AS s
+                    WHERE s.state = 'pending' AND s.input IS NOT NULL
+                      AND (s.next_attempt_at IS NULL OR s.next_attempt_at <= ?1)
+                      AND NOT EXISTS (SELECT 1 FROM scans AS e WHERE e.state = 'pending'
+                                      AND e.identifier = s.identifier AND e.seq < s.seq)
+                    ORDER BY s.seq LIMIT ?2
+                    """)
+                try select.bind(1, Timestamp.format(now))
+                try select.bind(2, limit + busy.count)
+                var claimed: [ScanRecord] = []
+                while try select.step() {
+                    let record = Spool.record(select)
+                    if let identifier = record.identifier, busy.contains(identifier) { continue }
+                    if claimed.count < limit { claimed.append(record) }
+                }
+                let leaseUntil = Timestamp.format(now.addingTimeInterval(lease))
+                let update = try db.prepare("UPDATE scans SET next_attempt_at = ?2 WHERE id = ?1")
+                for record in claimed {
+                    try update.bind(1, record.id)
+                    try update.bind(2, leaseUntil)
+                    try update.step()
+                }
+                return claimed
+            }
+        }
+    }
+
+    /// Claims one scan for the `scan` command's single attempt, only if no earlier scan of its identifier is
+    /// pending (design 2.3). Returns nil when it must be left to `run`.
+    public func claimIfHead(id: String, now: Date, lease: Double) throws(SpoolError) -> ScanRecord? {
+        try withConnection { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let select = try db.prepare(
+                    """
+                    SELECT \(Spool.columns) FROM scans AS s
+                    WHERE s.id = ?1 AND s.state = 'pending' AND s.input IS NOT NULL
+                      AND (s.next_attempt_at IS NULL OR s.next_attempt_at <= ?2)
+                      AND NOT EXISTS (SELECT 1 FROM scans AS e WHERE e.state = 'pending'
+                                      AND e.identifier = s.identifier AND e.seq < s.seq)
+                    """)
+                try select.bind(1, id)
+                try select.bind(2, Timestamp.format(now))
+                guard try select.step() else { return nil }
+                let record = Spool.record(select)
+                try select.step()
+                let update = try db.prepare("UPDATE scans SET next_attempt_at = ?2 WHERE id = ?1")
+                try update.bind(1, id)
+                try update.bind(2, Timestamp.format(now.addingTimeInterval(lease)))
+                try update.step()
+                return record
+            }
+        }
+    }
+
+    /// The earliest time a pending scan becomes due, for the forwarder's sleep; nil when none is pending.
+    public func nextDueTime() throws(SpoolError) -> Date? {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare(
+                """
+                SELECT MIN(COALESCE(next_attempt_at, '')) FROM scans WHERE state = 'pending' AND input IS NOT NULL
+                """)
+            guard try s.step(), !s.isNull(0), let text = s.string(0) else { return nil }
+            try s.step()
+            return text.isEmpty ? Date(timeIntervalSince1970: 0) : Timestamp.parse(text)
+        }
+    }
+
+    /// Records an attempt's result. Only a row still `pending` changes: if an operator purged or revived it
+    /// meanwhile, their action wins.
+    public func recordOutcome(id: String, outcome: RecordedOutcome, now: Date) throws(SpoolError) {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare(
+                """
+                UPDATE scans SET state = ?2, attempts = attempts + 1, last_error = ?3, next_attempt_at = ?4,
+                                 delivered_at = ?5, response = COALESCE(?6, response), last_attempt_at = ?7
+                WHERE id = ?1 AND state = 'pending'
+                """)
+            try s.bind(1, id)
+            try s.bind(7, Timestamp.format(now))
+            switch outcome {
+            case .delivered(let response):
+                try s.bind(2, ScanState.delivered.rawValue)
+                try s.bind(3, nil)
+                try s.bind(4, nil)
+                try s.bind(5, Timestamp.format(now))
+                try s.bind(6, response)
+            case .dead(let reason, let response):
+                try s.bind(2, ScanState.dead.rawValue)
+                try s.bind(3, reason)
+                try s.bind(4, nil)
+                try s.bind(5, nil)
+                try s.bind(6, response)
+            case .retry(let reason, let nextAttempt):
+                try s.bind(2, ScanState.pending.rawValue)
+                try s.bind(3, reason)
+                try s.bind(4, Timestamp.format(nextAttempt))
+                try s.bind(5, nil)
+                try s.bind(6, nil)
+            }
+            try s.step()
+        }
+    }
+
+    /// Releases a claimed scan without counting an attempt (shutdown abandoned the request).
+    public func release(id: String) throws(SpoolError) {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare("UPDATE scans SET next_attempt_at = NULL WHERE id = ?1 AND state = 'pending'")
+            try s.bind(1, id)
+            try s.step()
+        }
+    }
+}
+
+/// What a delivery attempt leaves on a scan.
+public enum RecordedOutcome: Sendable, Equatable {
+    case delivered(response: String)
+    case dead(reason: String, response: String?)
+    case retry(reason: String, nextAttempt: Date)
+}

@@ -1,0 +1,332 @@
+import Bridge
+import BridgeCore
+import Foundation
+import Logging
+import Spool
+
+/// Flags shared by every command.
+let commonValued: Set<String> = ["--config", "--spool", "--log-level"]
+/// Flags of the commands that run sources (`run`, `scan`), and the config key each one sets.
+let sourceValued: [String: String] = [
+    "--api-url": "api.url", "--api-token-file": "api.tokenFile", "--gpsd": "location.gpsd",
+    "--fixed-location": "location.fixed",
+]
+let sourceSwitches: [String: String] = [
+    "--no-location": "location.enabled", "--no-nfc": "nfc.enabled", "--no-hid": "hid.enabled",
+]
+
+/// The failure a command ends with, mapped to its exit code.
+enum CommandFailure: Error {
+    case usage(String)
+    case config(String)
+    case runtime(String)
+}
+
+struct CLI {
+    let logger = Logger.shared
+    let environment = ProcessInfo.processInfo.environment
+
+    func main(_ argv: [String]) async -> Int32 {
+        let args = argv.dropFirst()
+        guard let command = args.first else {
+            print(Help.main)
+            return 2
+        }
+        do {
+            switch command {
+            case "run": return try await run(args.dropFirst())
+            case "scan": return try await scan(args.dropFirst())
+            case "spool": return try spool(args.dropFirst())
+            case "version": return try version(args.dropFirst())
+            case "help", "--help", "-h":
+                print(helpText(for: args.dropFirst().first))
+                return 0
+            default:
+                throw CommandFailure.usage("unknown command '\(command)'")
+            }
+        } catch let failure as CommandFailure {
+            switch failure {
+            case .usage(let message):
+                logger.error(message, [("hint", "plings-bridge --help")])
+                return 2
+            case .config(let message):
+                logger.error("configuration error: " + message)
+                return 2
+            case .runtime(let message):
+                logger.error(message)
+                return 1
+            }
+        } catch let error as UsageError {
+            logger.error(error.message, [("hint", "plings-bridge \(command) --help")])
+            return 2
+        } catch {
+            logger.error("\(error)")
+            return 1
+        }
+    }
+
+    func helpText(for command: String?) -> String {
+        switch command {
+        case "run": return Help.run
+        case "scan": return Help.scan
+        case "spool": return Help.spool
+        case "version": return Help.version
+        default: return Help.main
+        }
+    }
+
+    /// Parses flags and loads the configuration layers (file, environment, flags).
+    func settings(_ args: Arguments, sources: Bool) throws -> Settings {
+        if let level = args.value("--log-level") {
+            guard let parsed = ["debug": LogLevel.debug, "info": .info, "warn": .warn, "error": .error][level] else {
+                throw CommandFailure.usage("--log-level must be debug, info, warn or error")
+            }
+            logger.minimum = parsed
+        }
+        var flags: [(flag: String, path: String, value: JSONValue)] = []
+        if let spool = args.value("--spool") { flags.append(("--spool", "spool.path", .string(spool))) }
+        if sources {
+            for (flag, value) in args.values {
+                if let path = sourceValued[flag] { flags.append((flag, path, .string(value))) }
+            }
+            for (flag, path) in sourceSwitches where args.has(flag) { flags.append((flag, path, .bool(false))) }
+        }
+        do {
+            return try Settings.load(configPath: args.value("--config"), flags: flags, environment: environment)
+        } catch {
+            throw CommandFailure.config(error.description)
+        }
+    }
+
+    // MARK: run
+
+    func run(_ rest: ArraySlice<String>) async throws -> Int32 {
+        let args = try Arguments(
+            rest, valued: commonValued.union(sourceValued.keys), switches: Set(sourceSwitches.keys))
+        if args.wantsHelp {
+            print(Help.run)
+            return 0
+        }
+        guard args.positional.isEmpty else { throw CommandFailure.usage("run takes no arguments") }
+        let settings = try settings(args, sources: true)
+        if let token = try loadToken(settings) { logger.addSecret(token) }
+        return await BridgeService(settings: settings, logger: logger).run()
+    }
+
+    func loadToken(_ settings: Settings) throws -> String? {
+        do {
+            return try TokenSource.load(config: settings.config, environment: environment)
+        } catch {
+            throw CommandFailure.config(error.description)
+        }
+    }
+
+    // MARK: scan
+
+    func scan(_ rest: ArraySlice<String>) async throws -> Int32 {
+        let args = try Arguments(
+            rest, valued: commonValued.union(sourceValued.keys).union(["--source", "--device"]),
+            switches: Set(sourceSwitches.keys).union(["--dry-run"]))
+        if args.wantsHelp {
+            print(Help.scan)
+            return 0
+        }
+        guard args.positional.count == 1 else {
+            throw CommandFailure.usage("scan takes exactly one TEXT argument (use '' for an empty read)")
+        }
+        var kind = SourceKind.manual
+        if let source = args.value("--source") {
+            guard let parsed = SourceKind(rawValue: source) else {
+                throw CommandFailure.usage("--source must be nfc, hid or manual")
+            }
+            kind = parsed
+        }
+        let settings = try settings(args, sources: true)
+        let token = try loadToken(settings)
+        if let token { logger.addSecret(token) }
+        let read = Read(sourceKind: kind, device: args.value("--device") ?? "cli", raw: args.positional[0], time: Date())
+        let fix = BridgeService.fixProvider(for: settings.config).currentFix()
+        let builder = ScanBuilder(parser: PlingsURLParser(hosts: settings.config.hosts))
+
+        if args.has("--dry-run") {
+            let scan = builder.build(read, fix: fix)
+            guard let input = scan.inputJSON else {
+                logger.warn("read is unrecognized: nothing would be sent", [("reason", scan.reason ?? "")])
+                return 0
+            }
+            print(GraphQLRequestBody.build(document: settings.config.api.document, inputJSON: input))
+            return 0
+        }
+
+        let spool = try openSpool(settings, create: true)
+        let pipeline = Pipeline(
+            spool: spool, builder: builder, fixProvider: FixedFixProvider.optional(fix),
+            debounce: [:], logger: logger)
+        let outcome = await pipeline.accept(read)
+        pipeline.stop()
+        switch outcome {
+        case .accepted(let scan):
+            let record = try? spool.record(id: scan.id)
+            print((record?.json() ?? .string(scan.id)).encoded())
+            return 0
+        case .debounced:
+            return 0
+        case .refused(let why):
+            throw CommandFailure.runtime("read not accepted: \(why)")
+        }
+    }
+
+    func openSpool(_ settings: Settings, create: Bool) throws -> Spool {
+        do {
+            return try Spool(path: settings.spoolPath, synchronous: settings.config.spool.synchronous)
+        } catch {
+            throw CommandFailure.runtime("cannot open the spool at \(settings.spoolPath): \(error.description)")
+        }
+    }
+
+    // MARK: spool
+
+    func spool(_ rest: ArraySlice<String>) throws -> Int32 {
+        let args = try Arguments(
+            rest, valued: commonValued.union(["--state", "--limit", "--older-than"]),
+            switches: ["--dead", "--delivered"])
+        guard let sub = args.positional.first else {
+            print(Help.spool)
+            return args.wantsHelp ? 0 : 2
+        }
+        if args.wantsHelp {
+            print(Help.spool)
+            return 0
+        }
+        let settings = try settings(args, sources: false)
+        // Inspection of a spool that does not exist yet is an empty result, not an error.
+        let existing: Spool?
+        do {
+            existing = try Spool.openIfExists(path: settings.spoolPath)
+        } catch {
+            throw CommandFailure.runtime("cannot open the spool at \(settings.spoolPath): \(error.description)")
+        }
+        do {
+            switch sub {
+            case "list":
+                var state: ScanState?
+                if let s = args.value("--state") {
+                    guard let parsed = ScanState(rawValue: s) else {
+                        throw CommandFailure.usage("--state must be pending, delivered, dead or unrecognized")
+                    }
+                    state = parsed
+                }
+                let limit = try args.value("--limit").map { (text: String) throws -> Int in
+                    guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--limit must be a positive number") }
+                    return n
+                } ?? 0
+                let records = try existing?.list(state: state, limit: limit) ?? []
+                if args.json {
+                    for record in records { print(record.json().encoded()) }
+                } else {
+                    printTable(records)
+                }
+            case "export":
+                try existing?.forEach { print($0.json().encoded()) }
+            case "stats":
+                let stats = try existing?.stats() ?? SpoolStats(counts: [:], oldestPendingAge: nil, lastError: nil, schemaVersion: 0)
+                if args.json {
+                    print(stats.json().encoded())
+                } else {
+                    for state in ScanState.allCases { print("\(state.rawValue): \(stats.counts[state] ?? 0)") }
+                    print("oldest pending: " + (stats.oldestPendingAge.map { Duration.describe($0) + " ago" } ?? "none"))
+                    print("last error: " + (stats.lastError ?? "none"))
+                    print("spool: \(settings.spoolPath)")
+                }
+            case "retry":
+                guard let spool = existing else { throw CommandFailure.runtime("no spool at \(settings.spoolPath)") }
+                if args.has("--dead") {
+                    let n = try spool.retryDead()
+                    print("revived \(n) dead scan(s)")
+                } else {
+                    guard args.positional.count == 2 else { throw CommandFailure.usage("spool retry needs an ID or --dead") }
+                    guard try spool.retry(id: args.positional[1]) else {
+                        throw CommandFailure.runtime("no dead or pending scan with id \(args.positional[1])")
+                    }
+                    print("scan \(args.positional[1]) is pending again")
+                }
+            case "purge":
+                guard args.has("--delivered") else {
+                    throw CommandFailure.usage("purge needs --delivered (pending, dead and unrecognized scans are never purged)")
+                }
+                guard let text = args.value("--older-than"), let age = Duration.parse(text) else {
+                    throw CommandFailure.usage("purge needs --older-than AGE, e.g. 7d, 12h, 30m or seconds")
+                }
+                let n = try existing?.purgeDelivered(before: Date().addingTimeInterval(-age)) ?? 0
+                print("purged \(n) delivered scan(s)")
+            default:
+                throw CommandFailure.usage("unknown spool subcommand '\(sub)'")
+            }
+        } catch let error as SpoolError {
+            throw CommandFailure.runtime(error.description)
+        }
+        return 0
+    }
+
+    func printTable(_ records: [ScanRecord]) {
+        if records.isEmpty {
+            print("(no scans)")
+            return
+        }
+        for r in records {
+            let what = r.identifier ?? (r.raw.isEmpty ? "(empty)" : String(r.raw.prefix(60)))
+            var line = "\(Timestamp.format(r.createdAt))  \(r.state.rawValue.padding(12))  \(r.sourceKind.rawValue):\(r.device)  \(what)"
+            if let error = r.lastError { line += "  [\(error)]" }
+            print(line + "  id=\(r.id)")
+        }
+    }
+
+    // MARK: version
+
+    func version(_ rest: ArraySlice<String>) throws -> Int32 {
+        let args = try Arguments(rest, valued: [], switches: [])
+        if args.wantsHelp {
+            print(Help.version)
+            return 0
+        }
+        let libraries: [(String, String)] = [("sqlite", sqliteLibraryVersion)]
+        if args.json {
+            let json = JSONValue.object(
+                [("version", .string(BridgeVersion.current)),
+                 ("libraries", .object(libraries.map { ($0.0, .string($0.1)) }))])
+            print(json.encoded())
+        } else {
+            print("plings-bridge \(BridgeVersion.current)")
+            for (name, version) in libraries { print("  \(name) \(version)") }
+        }
+        return 0
+    }
+}
+
+extension FixedFixProvider {
+    /// A provider answering the fix captured once (the `scan` command captures it before opening the spool).
+    static func optional(_ fix: LocationFix?) -> any FixProvider {
+        fix.map { FixedFixProvider(fix: $0) } ?? NoFixProvider()
+    }
+}
+
+extension String {
+    func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+}
+
+/// Human durations: `7d`, `12h`, `30m`, `45s` or plain seconds.
+enum Duration {
+    static func parse(_ text: String) -> Double? {
+        let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800]
+        if let last = text.last, let unit = units[last], let n = Double(text.dropLast()), n >= 0 { return n * unit }
+        if let n = Double(text), n >= 0 { return n }
+        return nil
+    }
+
+    static func describe(_ seconds: Double) -> String {
+        if seconds < 120 { return "\(Int(seconds))s" }
+        if seconds < 7200 { return "\(Int(seconds / 60))m" }
+        if seconds < 172_800 { return "\(Int(seconds / 3600))h" }
+        return "\(Int(seconds / 86_400))d"
+    }
+}

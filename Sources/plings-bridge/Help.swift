@@ -1,0 +1,77 @@
+/// Help texts, one per command.
+enum Help {
+    static let main = """
+        plings-bridge: reads Plings NFC tags and QR codes from fixed hardware and reports them to the Plings API.
+
+        Usage: plings-bridge <command> [options]
+
+        Commands:
+          run                      the service: sources, pipeline, spool, forwarder (until SIGTERM/SIGINT)
+          scan TEXT                one read through the pipeline; prints the spool record as JSON
+          spool list|stats|retry|export|purge
+                                   inspect and manage the local spool
+          version                  version and linked library versions
+          help [COMMAND]           this text, or a command's
+
+        Options every command takes:
+          --config PATH            JSON config (default /etc/plings-bridge/config.json when present)
+          --spool PATH             the spool database (default under $STATE_DIRECTORY or ~/.local/state)
+          --json                   machine-readable output
+          --log-level LEVEL        debug, info, warn or error (default info)
+          -h, --help               help
+
+        Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error.
+        """
+
+    static let sourceOptions = """
+          --api-url URL            deliver to this GraphQL endpoint (https://; http:// to loopback with
+                                   api.allowInsecureHTTP)
+          --api-token-file PATH    bearer token file (never pass the token itself on the command line)
+          --gpsd HOST:PORT         gpsd to ask for the position (default 127.0.0.1:2947)
+          --fixed-location LAT,LON[,ACC]
+                                   the position of a gate that does not move
+          --no-location            never attach a position
+          --no-nfc, --no-hid       disable a source
+        """
+
+    static let run = """
+        Usage: plings-bridge run [options]
+
+        Runs the service until SIGTERM or SIGINT (graceful: commits the read in hand, stops within 5 s).
+        SIGHUP reloads the configuration. With no api.url, scans wait in the local spool.
+
+        \(sourceOptions)
+        """
+
+    static let scan = """
+        Usage: plings-bridge scan TEXT [--source nfc|hid|manual] [--dry-run] [options]
+
+        Sends TEXT (a Plings URL, or anything a scanner could type) through the same pipeline as a real read:
+        location fix, input, spool, and one delivery attempt when an API is configured. Prints the spool
+        record as JSON. Exit 0 when the read was accepted into the spool (unrecognized reads included).
+          --source KIND            the source to record (default manual)
+          --device NAME            the device name to record (default cli)
+          --dry-run                print the exact HTTP request body; spool nothing
+
+        \(sourceOptions)
+        """
+
+    static let spool = """
+        Usage: plings-bridge spool <subcommand> [options]
+
+          list [--state S] [--limit N] [--json]
+                                   scans in capture order (JSON: one object per line)
+          stats [--json]           counts per state, oldest pending age, last delivery error
+          retry ID | --dead        revive a dead scan (or all of them) for delivery
+          export                   every scan as JSON lines (for backup or hand-over)
+          purge --delivered --older-than AGE
+                                   delete delivered scans older than AGE (e.g. 7d, 12h, 3600)
+        Pending, dead and unrecognized scans are never purged.
+        """
+
+    static let version = """
+        Usage: plings-bridge version [--json]
+
+        Prints the version and the versions of the linked libraries.
+        """
+}
