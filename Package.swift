@@ -14,7 +14,7 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
         // Pure logic: no I/O, Foundation only.
-        .target(name: "BridgeCore", exclude: ["NFC", "HID"]),
+        .target(name: "BridgeCore"),
         // logfmt lines on stderr, shared by the I/O modules.
         .target(name: "Logging", dependencies: ["BridgeCore"]),
         // The durable SQLite spool.
@@ -26,9 +26,11 @@ let package = Package(
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(name: "plings-bench", dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite"]),
 
-        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"], exclude: ["NFC", "HID"]),
-        .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore"]),
-        .testTarget(name: "CLITests", dependencies: ["BridgeCore"]),
+        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
+        // Test support: process runners and rig launchers (never linked into the product).
+        .target(name: "BridgeTestSupport", path: "Sources/BridgeTestSupport"),
+        .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
+        .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -71,11 +71,20 @@ final class SQLiteConnection: @unchecked Sendable {
         return Statement(handle: statement, connection: self)
     }
 
+    /// Resets every cached statement. Called after each spool operation, so no statement left mid-result
+    /// keeps a read transaction (and an old WAL snapshot) open between operations.
+    func resetAll() {
+        for statement in statements.values { sqlite3_reset(statement) }
+    }
+
     var changes: Int { Int(sqlite3_changes(handle)) }
 
     /// A single integer from a query such as `PRAGMA user_version`.
     func scalarInt(_ sql: String) throws(SQLiteError) -> Int? {
         let statement = try prepare(sql)
+        // Reset before returning: a statement left mid-result keeps a read transaction open, and a later
+        // BEGIN IMMEDIATE on this connection then fails with "database is locked" without waiting.
+        defer { statement.reset() }
         guard try statement.step() else { return nil }
         return statement.isNull(0) ? nil : statement.int(0)
     }
@@ -130,6 +139,9 @@ struct Statement {
             throw error
         }
     }
+
+    /// Ends the statement's current execution (and the read transaction it holds).
+    func reset() { sqlite3_reset(handle) }
 
     func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
 

@@ -91,10 +91,19 @@ public final class Spool: Sendable {
 
     private func withConnection<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
         do {
-            return try connection.withLock { db throws(SQLiteError) in try body(db) }
+            return try connection.withLock { db throws(SQLiteError) in
+                defer { db.resetAll() }
+                return try body(db)
+            }
         } catch {
             throw .sqlite(error)
         }
+    }
+
+    /// Runs raw SQL on this spool's own connection: tests use it to read per-connection pragmas and to cap the
+    /// page count (a full disk on demand).
+    func withTestConnection(_ body: (SQLiteConnection) throws(SQLiteError) -> Void) throws(SpoolError) {
+        try withConnection(body)
     }
 
     // MARK: - Writing scans

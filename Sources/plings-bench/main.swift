@@ -1,1 +1,25 @@
-print("plings-bench: coming")
+import Bridge
+import BridgeCore
+import CSQLite
+import Foundation
+import Logging
+import Spool
+
+/// `plings-bench`: benchmarks with their baselines, measured in one run (see docs/benchmarks.md).
+/// Also `writer`, a spool-writing child process used by the crash and concurrency tests.
+let arguments = Array(CommandLine.arguments.dropFirst())
+let command = arguments.first ?? "help"
+
+switch command {
+case "spool":
+    SpoolBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "writer":
+    SpoolWriter.run(arguments: Array(arguments.dropFirst()))
+default:
+    print(
+        """
+        Usage: plings-bench <benchmark> [options]
+          spool [--count N] [--dir DIR]   durable spool commits/s against raw SQLite, single reads and a burst
+        """)
+    exit(command == "help" || command == "--help" ? 0 : 2)
+}

@@ -24,7 +24,8 @@ public enum DeliveryClassifier {
 
     /// GraphQL error codes that mean the input itself is bad: retrying the same input cannot succeed.
     static let validationCodes: Set<String> = [
-        "BAD_USER_INPUT", "GRAPHQL_VALIDATION_FAILED", "GRAPHQL_PARSE_FAILED", "VALIDATION_ERROR", "BAD_REQUEST",
+        "BAD_USER_INPUT", "GRAPHQL_VALIDATION_FAILED", "GRAPHQL_PARSE_FAILED", "OPERATION_RESOLUTION_FAILURE",
+        "VALIDATION_ERROR", "BAD_REQUEST",
         "INVALID_INPUT", "NOT_FOUND",
     ]
     /// GraphQL error codes that mean our credentials are refused.
@@ -105,10 +106,14 @@ public struct Backoff: Sendable {
         return min(cap, base * Double(1 << exponent))
     }
 
-    /// The wait before retry number `attempt`; `retryAfter` from the server is a floor, capped by `cap`.
+    /// The longest `Retry-After` we honour: a server asking for more is waited on for an hour, then asked again.
+    public static let maximumRetryAfter: Double = 3600
+
+    /// The wait before retry number `attempt`. A server's `Retry-After` is a floor: we never come back sooner
+    /// than asked (up to `maximumRetryAfter`), even when the jittered backoff is shorter.
     public func delay(attempt: Int, retryAfter: Double? = nil, random: Double) -> Double {
         let jittered = ceiling(attempt: attempt) * min(max(random, 0), 1)
-        if let retryAfter { return min(max(jittered, retryAfter), max(cap, retryAfter)) }
-        return jittered
+        guard let retryAfter, retryAfter.isFinite, retryAfter > 0 else { return jittered }
+        return max(jittered, min(retryAfter, Backoff.maximumRetryAfter))
     }
 }

@@ -68,7 +68,9 @@ public struct PlingsURLParser: Sendable {
         var hostBytes = authority
         if let portColon = authority.lastIndex(of: UInt8(ascii: ":")) {
             let port = authority[(portColon + 1)...]
-            guard !port.isEmpty, port.count <= 5, port.allSatisfy({ (48...57).contains($0) }) else {
+            guard !port.isEmpty, port.count <= 5, port.allSatisfy({ (48...57).contains($0) }),
+                let number = Int(String(decoding: port, as: UTF8.self)), (1...65_535).contains(number)
+            else {
                 return .failure(.notAURL)
             }
             hostBytes = authority[..<portColon]

@@ -8,7 +8,9 @@ import Foundation
 public enum Timestamp {
     /// Formats `date` as `yyyy-MM-ddTHH:mm:ss.SSSZ` in UTC.
     public static func format(_ date: Date) -> String {
-        let totalMillis = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+        // Truncate to the millisecond, after a 1 us nudge: a time parsed from "….491Z" is stored as a double
+        // just below .491 and must format back to .491.
+        let totalMillis = Int64((date.timeIntervalSince1970 * 1000 + 0.001).rounded(.down))
         return format(unixMilliseconds: totalMillis)
     }
 

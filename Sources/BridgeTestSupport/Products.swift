@@ -1,0 +1,222 @@
+import Foundation
+
+/// Helpers for tests that run the real executables and rigs. Not linked into the product.
+public enum Products {
+    /// The package root (two levels above this file's `Sources/BridgeTestSupport`).
+    public static let packageRoot: URL = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+
+    /// The built executable `name` from the same build directory as the running test bundle.
+    public static func path(_ name: String) -> String {
+        let bundleDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
+        let candidates = [
+            bundleDirectory.appendingPathComponent(name).path,
+            packageRoot.appendingPathComponent(".build/debug/\(name)").path,
+        ]
+        return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[1]
+    }
+
+    /// A script or file under `Tests/Rigs`.
+    public static func rig(_ relative: String) -> String {
+        packageRoot.appendingPathComponent("Tests/Rigs/\(relative)").path
+    }
+}
+
+/// A fresh directory under /tmp, removed by `remove()`.
+public struct TemporaryDirectory: Sendable {
+    public let path: String
+
+    public init(_ label: String = "plings-test") {
+        path = NSTemporaryDirectory() + "\(label)-\(UUID().uuidString.prefix(8))"
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    public func file(_ name: String) -> String { path + "/" + name }
+
+    public func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// The result of running a process to completion.
+public struct ProcessResult: Sendable {
+    public var status: Int32
+    public var stdout: String
+    public var stderr: String
+
+    public var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
+}
+
+public enum ProcessRunner {
+    /// Runs `executable` with `arguments` and waits (bounded by `timeout` seconds; killed after it).
+    public static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: String? = nil,
+        timeout: Double = 60
+    ) throws -> ProcessResult {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        let input = Pipe()
+        process.standardInput = input
+        let collector = OutputCollector()
+        out.fileHandleForReading.readabilityHandler = { h in collector.appendOut(h.availableData) }
+        err.fileHandleForReading.readabilityHandler = { h in collector.appendErr(h.availableData) }
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        try process.run()
+        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try? input.fileHandleForWriting.close()
+        if exited.wait(timeout: .now() + timeout) == .timedOut {
+            process.terminate()
+            _ = exited.wait(timeout: .now() + 5)
+        }
+        out.fileHandleForReading.readabilityHandler = nil
+        err.fileHandleForReading.readabilityHandler = nil
+        collector.appendOut(out.fileHandleForReading.readDataToEndOfFile())
+        collector.appendErr(err.fileHandleForReading.readDataToEndOfFile())
+        return ProcessResult(status: process.terminationStatus, stdout: collector.out, stderr: collector.err)
+    }
+}
+
+/// Collects a child's output from dispatch handlers.
+public final class OutputCollector: @unchecked Sendable {
+    private let lock = NSLock()
+    private var outData = Data()
+    private var errData = Data()
+    public init() {}
+    public func appendOut(_ d: Data) { lock.withLock { outData.append(d) } }
+    public func appendErr(_ d: Data) { lock.withLock { errData.append(d) } }
+    public var out: String { lock.withLock { String(decoding: outData, as: UTF8.self) } }
+    public var err: String { lock.withLock { String(decoding: errData, as: UTF8.self) } }
+}
+
+/// A long-running child whose stdout lines can be awaited (rigs print `READY`, writers print ids).
+public final class RunningProcess: @unchecked Sendable {
+    public let process = Process()
+    private let lock = NSCondition()
+    private var lines: [String] = []
+    private var partial = Data()
+    private var errText = Data()
+    private var closed = false
+    private var terminated = false
+    private let input = Pipe()
+
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let out = Pipe()
+        let err = Pipe()
+        process.standardOutput = out
+        process.standardError = err
+        process.standardInput = input
+        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            self?.receive(data)
+        }
+        err.fileHandleForReading.readabilityHandler = { [weak self] handle in
+            let data = handle.availableData
+            guard let self else { return }
+            self.lock.lock()
+            self.errText.append(data)
+            self.lock.unlock()
+        }
+        process.terminationHandler = { [weak self] _ in
+            guard let self else { return }
+            self.lock.lock()
+            self.terminated = true
+            self.lock.broadcast()
+            self.lock.unlock()
+        }
+        try process.run()
+    }
+
+    private func receive(_ data: Data) {
+        lock.lock()
+        if data.isEmpty {
+            closed = true
+        } else {
+            partial.append(data)
+            while let newline = partial.firstIndex(of: 0x0A) {
+                lines.append(String(decoding: partial[partial.startIndex..<newline], as: UTF8.self))
+                partial.removeSubrange(partial.startIndex...newline)
+            }
+        }
+        lock.broadcast()
+        lock.unlock()
+    }
+
+    /// All stdout lines so far.
+    public var outputLines: [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return lines
+    }
+
+    public var stderrText: String {
+        lock.lock()
+        defer { lock.unlock() }
+        return String(decoding: errText, as: UTF8.self)
+    }
+
+    /// Waits (bounded) until a stdout line satisfies `predicate`; returns it, or nil on timeout or EOF.
+    @discardableResult
+    public func waitForLine(timeout: Double, where predicate: (String) -> Bool) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        lock.lock()
+        defer { lock.unlock() }
+        var checked = 0
+        while true {
+            while checked < lines.count {
+                if predicate(lines[checked]) { return lines[checked] }
+                checked += 1
+            }
+            if closed { return nil }
+            if !lock.wait(until: deadline) { return nil }
+        }
+    }
+
+    /// Waits (bounded) until at least `count` stdout lines arrived.
+    public func waitForLineCount(_ count: Int, timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        lock.lock()
+        defer { lock.unlock() }
+        while lines.count < count {
+            if closed || !lock.wait(until: deadline) { return lines.count >= count }
+        }
+        return true
+    }
+
+    /// Sends a line on the child's stdin.
+    public func send(_ line: String) {
+        input.fileHandleForWriting.write(Data((line + "\n").utf8))
+    }
+
+    public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+
+    /// Waits (bounded) for exit; returns the status, or nil when it is still running.
+    public func waitForExit(timeout: Double) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        lock.lock()
+        while !terminated {
+            if !lock.wait(until: deadline) { break }
+        }
+        let done = terminated
+        lock.unlock()
+        return done ? process.terminationStatus : nil
+    }
+
+    /// Kills the child if it still runs.
+    public func stop() {
+        if process.isRunning {
+            process.terminate()
+            if waitForExit(timeout: 3) == nil { kill(process.processIdentifier, SIGKILL) }
+        }
+        try? input.fileHandleForWriting.close()
+    }
+
+    deinit { stop() }
+}

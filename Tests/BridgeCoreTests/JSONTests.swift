@@ -1,0 +1,84 @@
+import Testing
+
+@testable import BridgeCore
+
+struct JSONTests {
+    @Test func parsesAndReencodesInOrder() throws {
+        let text = #"{"b":1,"a":[true,false,null,-2.5e3,"x\u00e9\n\"\\"],"c":{}}"#
+        let value = try JSONParser.parse(text)
+        #expect(value.encoded() == #"{"b":1,"a":[true,false,null,-2500.0,"xé\n\"\\"],"c":{}}"#)
+        #expect(value["b"] == .integer(1))
+        #expect(value["a"].map { if case .array(let a) = $0 { return a.count } else { return 0 } } == 5)
+    }
+
+    @Test func tellsBooleansFromNumbers() throws {
+        let value = try JSONParser.parse(#"{"x":true,"y":1}"#)
+        #expect(value["x"]?.boolValue == true)
+        #expect(value["x"]?.doubleValue == nil)
+        #expect(value["y"]?.boolValue == nil)
+    }
+
+    @Test func surrogatePairs() throws {
+        #expect(try JSONParser.parse(#""\ud83d\ude00""#) == .string("😀"))
+        #expect(throws: JSONParseError.self) { try JSONParser.parse(#""\ud83d""#) }
+    }
+
+    @Test(arguments: [
+        "", "{", "[1,]", "{\"a\":}", "01", "1.", "-", "tru", "\"abc", "{\"a\" 1}", "[1 2]", "nul", "1 2",
+        "\"\u{01}\"", "\"\\x\"", "{1:2}", "1e", "[", "\"\\u12\"",
+    ])
+    func rejectsMalformed(_ text: String) {
+        #expect(throws: JSONParseError.self) { try JSONParser.parse(text) }
+    }
+
+    @Test func invalidUTF8IsAnError() {
+        #expect(throws: JSONParseError.self) { try JSONParser.parse([0x22, 0xFF, 0x22]) }
+    }
+
+    @Test func depthIsBounded() {
+        let deep = String(repeating: "[", count: 100_000) + String(repeating: "]", count: 100_000)
+        #expect(throws: JSONParseError.self) { try JSONParser.parse(deep) }
+        let ok = String(repeating: "[", count: 60) + String(repeating: "]", count: 60)
+        #expect((try? JSONParser.parse(ok)) != nil)
+    }
+
+    @Test func randomBytesNeverCrash() {
+        var rng = SplitMix(seed: 42)
+        let alphabet = Array(#"{}[]",:0123456789.eE+-tfnrule\ "#.utf8) + [0x00, 0xC3, 0xA9, 0xFF]
+        for _ in 0..<20_000 {
+            let bytes = (0..<Int(rng.next() % 40)).map { _ in alphabet[Int(rng.next() % UInt64(alphabet.count))] }
+            _ = try? JSONParser.parse(bytes)
+        }
+    }
+
+    @Test func encodesControlCharactersEscaped() {
+        #expect(JSONValue.string("a\u{01}b\u{7F}").encoded() == #""a\u0001b\u007f""#)
+        #expect(JSONValue.number(.infinity).encoded() == "null")
+    }
+}
+
+/// A small deterministic PRNG for robustness loops (reproducible failures).
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+struct LogLineTests {
+    @Test func quotesAndEscapes() {
+        let line = LogLine.format(level: "warn", message: "tag read failed", fields: [("reader", "ACS ACR122U 00 00"), ("n", "3"), ("x", "a\nlevel=error")])
+        #expect(line == #"level=warn msg="tag read failed" reader="ACS ACR122U 00 00" n=3 x="a\nlevel=error""#)
+        #expect(!line.contains("\n"))
+    }
+
+    @Test func redactsSecrets() {
+        #expect(LogLine.redact("Bearer s3cr3t-token!", secrets: ["s3cr3t-token"]) == "Bearer [redacted]!")
+        #expect(LogLine.redact("abc", secrets: ["a"]) == "abc")
+    }
+}

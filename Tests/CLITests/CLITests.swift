@@ -1,0 +1,188 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Testing
+
+/// The real `plings-bridge` executable, run as a user would.
+@Suite(.serialized)
+struct CLITests {
+    let binary = Products.path("plings-bridge")
+
+    /// A clean environment: no inherited PLINGS_BRIDGE_* and a private state directory.
+    func environment(_ dir: TemporaryDirectory, _ extra: [String: String] = [:]) -> [String: String] {
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
+        env["XDG_STATE_HOME"] = dir.file("state")
+        env["HOME"] = dir.path
+        env.removeValue(forKey: "STATE_DIRECTORY")
+        env.removeValue(forKey: "CREDENTIALS_DIRECTORY")
+        return env.merging(extra) { $1 }
+    }
+
+    func run(_ args: [String], _ dir: TemporaryDirectory, env: [String: String] = [:]) throws -> ProcessResult {
+        try ProcessRunner.run(binary, args, environment: environment(dir, env), timeout: 30)
+    }
+
+    @Test func doneWhenScanThenListShowsThePendingInput() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = dir.file("s.sqlite")
+        let scan = try run(["scan", "https://s.plings.io/?t=q&i=ABC&p=4.2.3", "--spool", spool, "--no-location"], dir)
+        #expect(scan.status == 0, "\(scan.stderr)")
+        let list = try run(["spool", "list", "--json", "--spool", spool], dir)
+        #expect(list.status == 0)
+        #expect(list.stdoutLines.count == 1)
+        let record = try JSONParser.parse(list.stdoutLines[0])
+        #expect(record["state"] == .string("pending"))
+        #expect(record["source"] == .object([("kind", .string("manual")), ("device", .string("cli")), ("uid", .null)]))
+        #expect(record["raw"] == .string("https://s.plings.io/?t=q&i=ABC&p=4.2.3"))
+        #expect(record["attempts"] == .integer(0))
+        #expect(record["lastError"] == .null && record["deliveredAt"] == .null)
+        let input = try #require(record["input"])
+        let timestamp = try #require(input["scanMetadata"]?["timestamp"]?.stringValue)
+        #expect(record["createdAt"] == .string(timestamp))
+        #expect(
+            input.encoded()
+                == #"{"type":"q","identifier":"ABC","path":"4.2.3","scanMetadata":{"timestamp":"\#(timestamp)"}}"#)
+        // `scan` printed the same record.
+        #expect(try JSONParser.parse(scan.stdout.trimmingASCIIWhitespace()) == record)
+        for key in ["id", "state", "source", "raw", "input", "attempts", "lastError", "createdAt", "deliveredAt"] {
+            #expect(record[key] != nil, "missing \(key)")
+        }
+    }
+
+    @Test func dryRunPrintsTheExactBodyAndSpoolsNothing() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = dir.file("dry.sqlite")
+        let result = try run(
+            ["scan", "https://s.plings.io/?cp=K7&p=4.2&i=XYZ&t=n", "--dry-run", "--spool", spool,
+             "--fixed-location", "59.3293,18.0686,5"], dir)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(result.stdoutLines.count == 1)
+        let body = try JSONParser.parse(result.stdout.trimmingASCIIWhitespace())
+        #expect(body["operationName"] == .string("ResolveIdentifier"))
+        #expect(body["query"] == .string(GraphQLRequestBody.defaultDocument))
+        let input = try #require(body["variables"]?["input"])
+        let timestamp = try #require(input["scanMetadata"]?["timestamp"]?.stringValue)
+        #expect(Timestamp.parse(timestamp) != nil && timestamp.hasSuffix("Z") && timestamp.count == 24)
+        #expect(
+            input.encoded()
+                == #"{"type":"n","identifier":"XYZ","path":"4.2","classPointer":"K7","scanMetadata":{"timestamp":"\#(timestamp)","geoLocation":{"latitude":59.3293,"longitude":18.0686,"accuracy":5.0,"consent":true}}}"#
+        )
+        #expect(!FileManager.default.fileExists(atPath: spool))
+    }
+
+    @Test func noLocationOmitsGeoLocationEvenWithFixedPosition() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let result = try run(
+            ["scan", "https://s.plings.io/?t=q&i=A&p=1", "--dry-run", "--fixed-location", "1,2", "--no-location"], dir)
+        #expect(result.status == 0)
+        #expect(!result.stdout.contains("geoLocation"))
+    }
+
+    @Test func unrecognizedAndEmptyReadsAreSpooledWithReason() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = dir.file("u.sqlite")
+        let ean = try run(["scan", "5901234123457", "--source", "hid", "--spool", spool], dir)
+        #expect(ean.status == 0)
+        let empty = try run(["scan", "", "--spool", spool], dir)
+        #expect(empty.status == 0)
+        let records = try run(["spool", "list", "--json", "--state", "unrecognized", "--spool", spool], dir).stdoutLines
+            .map { try JSONParser.parse($0) }
+        #expect(records.count == 2)
+        #expect(records[0]["lastError"] == .string("not a URL") && records[0]["input"] == .null)
+        #expect(records[0]["source"]?["kind"] == .string("hid"))
+        #expect(records[1]["raw"] == .string("") && records[1]["lastError"] == .string("empty read"))
+    }
+
+    @Test func badConfigurationExitsTwoNamingTheKey() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let config = dir.file("c.json")
+        try #"{"nfc":{"debounce":"two"}}"#.write(toFile: config, atomically: true, encoding: .utf8)
+        let result = try run(["run", "--config", config], dir)
+        #expect(result.status == 2)
+        #expect(result.stderr.contains("'nfc.debounce'"))
+        let env = try run(["scan", "x", "--dry-run"], dir, env: ["PLINGS_BRIDGE_HID_GRAB": "maybe"])
+        #expect(env.status == 2 && env.stderr.contains("PLINGS_BRIDGE_HID_GRAB"))
+        let flag = try run(["scan", "x", "--bogus"], dir)
+        #expect(flag.status == 2 && flag.stderr.contains("--bogus"))
+        let http = try run(["scan", "x", "--api-url", "http://example.org/graphql"], dir)
+        #expect(http.status == 2 && http.stderr.contains("api.url"))
+        let missing = try run(["run", "--config", dir.file("nope.json")], dir)
+        #expect(missing.status == 2 && missing.stderr.contains("nope.json"))
+    }
+
+    @Test func inspectionOfAMissingSpoolIsEmpty() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = dir.file("missing.sqlite")
+        let list = try run(["spool", "list", "--json", "--spool", spool], dir)
+        #expect(list.status == 0 && list.stdout.isEmpty)
+        let stats = try run(["spool", "stats", "--json", "--spool", spool], dir)
+        #expect(stats.status == 0)
+        let json = try JSONParser.parse(stats.stdout.trimmingASCIIWhitespace())
+        #expect(json["counts"]?["pending"] == .integer(0) && json["oldestPendingAge"] == .null)
+        #expect(!FileManager.default.fileExists(atPath: spool))
+    }
+
+    @Test func defaultSpoolLivesUnderXDGStateHome() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let result = try run(["scan", "https://s.plings.io/?t=q&i=A&p=1"], dir)
+        #expect(result.status == 0)
+        #expect(FileManager.default.fileExists(atPath: dir.file("state/plings-bridge/spool.sqlite")))
+    }
+
+    @Test func runIdlesAndStopsCleanlyOnSIGTERM() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let bridge = try RunningProcess(binary, ["run", "--spool", dir.file("run.sqlite")], environment: environment(dir))
+        defer { bridge.stop() }
+        // The process is ready when it says so on stderr; wait for the spool file it creates first.
+        let deadline = Date().addingTimeInterval(20)
+        while !bridge.stderrText.contains("ready"), Date() < deadline, bridge.process.isRunning {
+            _ = bridge.waitForExit(timeout: 0.05)
+        }
+        #expect(bridge.stderrText.contains("local spool only"))
+        #expect(bridge.stderrText.contains("msg=\"ready:"))
+        // Idle CPU: user+system time of the process over one second must be (near) zero.
+        let before = try cpuTicks(bridge.process.processIdentifier)
+        _ = bridge.waitForExit(timeout: 1)
+        let after = try cpuTicks(bridge.process.processIdentifier)
+        #expect(after - before <= 2, "idle CPU ticks: \(after - before)")
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+        #expect(bridge.stderrText.contains("msg=stopped"))
+    }
+
+    @Test func spoolManagementCommands() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = dir.file("m.sqlite")
+        _ = try run(["scan", "https://s.plings.io/?t=q&i=A&p=1", "--spool", spool], dir)
+        let export = try run(["spool", "export", "--spool", spool], dir)
+        #expect(export.status == 0 && export.stdoutLines.count == 1)
+        let retry = try run(["spool", "retry", "no-such-id", "--spool", spool], dir)
+        #expect(retry.status == 1)
+        let purge = try run(["spool", "purge", "--delivered", "--older-than", "7d", "--spool", spool], dir)
+        #expect(purge.status == 0 && purge.stdout.contains("purged 0"))
+        let badPurge = try run(["spool", "purge", "--older-than", "7d", "--spool", spool], dir)
+        #expect(badPurge.status == 2)
+        let version = try run(["version", "--json"], dir)
+        #expect(try JSONParser.parse(version.stdout.trimmingASCIIWhitespace())["version"]?.stringValue != nil)
+        let help = try run(["spool", "--help"], dir)
+        #expect(help.status == 0 && help.stdout.contains("purge"))
+    }
+
+    /// utime + stime of a process, in clock ticks, from /proc.
+    func cpuTicks(_ pid: Int32) throws -> Int {
+        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
+        guard let close = stat.lastIndex(of: ")") else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // Fields after the command: state is [0], utime [11], stime [12].
+        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    }
+}
