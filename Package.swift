@@ -12,6 +12,8 @@ let package = Package(
     targets: [
         // C libraries, one system-library target each.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // libcurl behind a few C functions (curl_easy_setopt is variadic; Swift cannot call it).
+        .target(name: "CCurlShim", linkerSettings: [.linkedLibrary("curl")]),
 
         // Pure logic: no I/O, Foundation only.
         .target(name: "BridgeCore"),
@@ -19,12 +21,15 @@ let package = Package(
         .target(name: "Logging", dependencies: ["BridgeCore"]),
         // The durable SQLite spool.
         .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite"]),
+        // Delivery to the API: HTTP client, delivery loop, backoff.
+        .target(name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
-        .target(name: "Bridge", dependencies: ["BridgeCore", "Logging", "Spool"]),
+        .target(name: "Bridge", dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder"]),
         // The CLI: thin.
         .executableTarget(name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool"]),
         // Benchmarks (`swift run -c release plings-bench`).
-        .executableTarget(name: "plings-bench", dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite"]),
+        .executableTarget(
+            name: "plings-bench", dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging"]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         // Test support: process runners and rig launchers (never linked into the product).

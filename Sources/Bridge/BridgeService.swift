@@ -1,4 +1,5 @@
 import BridgeCore
+import Forwarder
 import Foundation
 import Logging
 import Spool
@@ -7,10 +8,18 @@ import Spool
 public final class BridgeService: Sendable {
     public let settings: Settings
     private let logger: Logger
+    private let token: String?
+    /// Loads the configuration again (same files, environment and flags) for SIGHUP.
+    private let reloadSettings: @Sendable () throws -> (Settings, String?)
 
-    public init(settings: Settings, logger: Logger) {
+    public init(
+        settings: Settings, token: String?, logger: Logger,
+        reload: @escaping @Sendable () throws -> (Settings, String?)
+    ) {
         self.settings = settings
+        self.token = token
         self.logger = logger
+        self.reloadSettings = reload
     }
 
     /// Runs until SIGTERM or SIGINT; returns the process exit code.
@@ -27,24 +36,58 @@ public final class BridgeService: Sendable {
             return 1
         }
         let fixProvider = BridgeService.fixProvider(for: config)
+        let forwarder = settings.apiSettings(token: token).map { Forwarder(spool: spool, settings: $0, logger: logger) }
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
-            fixProvider: fixProvider, debounce: BridgeService.debounceWindows(config), logger: logger)
+            fixProvider: fixProvider, debounce: BridgeService.debounceWindows(config), logger: logger,
+            onCommitted: { _ in forwarder?.wake() })
+        forwarder?.start()
+        let retention = Task { await pruneDelivered(spool: spool, every: 3600) }
 
         logSummary(spool: spool)
 
-        // Idle: nothing runs until a signal arrives (no timers, no polling).
+        // Idle: nothing runs until a signal arrives (the forwarder sleeps on its own thread).
         for await number in signals {
             if number == SIGHUP {
-                logger.info("SIGHUP: configuration reload is not supported yet; keeping the running configuration")
+                reload(forwarder: forwarder, pipeline: pipeline)
                 continue
             }
             logger.info("stopping", [("signal", number == SIGTERM ? "SIGTERM" : "SIGINT")])
             break
         }
-        pipeline.stop()
+        retention.cancel()
+        // Reads already submitted are committed first; then in-flight deliveries finish or are abandoned.
+        pipeline.stop(timeout: 2)
+        forwarder?.stop(timeout: 2.5)
         logger.info("stopped")
         return 0
+    }
+
+    /// SIGHUP: reload the configuration. API settings and hosts apply at once; an auth pause ends.
+    private func reload(forwarder: Forwarder?, pipeline: Pipeline) {
+        do {
+            let (fresh, freshToken) = try reloadSettings()
+            pipeline.update(
+                builder: ScanBuilder(parser: PlingsURLParser(hosts: fresh.config.hosts)),
+                debounce: BridgeService.debounceWindows(fresh.config))
+            if let forwarder, let api = fresh.apiSettings(token: freshToken) {
+                forwarder.reload(settings: api)
+            }
+            logger.info("configuration reloaded", [("config", fresh.configPath ?? "(built-in defaults)")])
+        } catch {
+            logger.error("reload failed: keeping the running configuration", [("error", "\(error)")])
+        }
+    }
+
+    /// Deletes delivered scans older than `spool.deliveredRetention`, hourly. Nothing else is ever pruned.
+    private func pruneDelivered(spool: Spool, every interval: Double) async {
+        while !Task.isCancelled {
+            let cutoff = Date().addingTimeInterval(-settings.config.spool.deliveredRetention)
+            if let pruned = try? spool.purgeDelivered(before: cutoff), pruned > 0 {
+                logger.info("pruned delivered scans", [("count", String(pruned))])
+            }
+            try? await Task.sleep(for: .seconds(interval))
+        }
     }
 
     private func logSummary(spool: Spool) {
@@ -59,7 +102,8 @@ public final class BridgeService: Sendable {
              ("delivered", String(counts[.delivered] ?? 0)), ("dead", String(counts[.dead] ?? 0)),
              ("unrecognized", String(counts[.unrecognized] ?? 0))])
         if let url = config.api.url {
-            logger.info("scans go to the API", [("url", url)])
+            logger.info(
+                "scans go to the API", [("url", url), ("concurrency", String(config.api.concurrency))])
         } else {
             logger.info("scans go to the local spool only (no api.url configured)")
         }

@@ -1,4 +1,5 @@
 import BridgeCore
+import Forwarder
 import Foundation
 
 /// Loads the configuration the way design 2.6 says: JSON file, then environment, then flags.
@@ -39,6 +40,15 @@ public struct Settings: Sendable {
         return Settings(
             config: config, configPath: path,
             spoolPath: config.spool.path ?? defaultSpoolPath(environment: environment))
+    }
+
+    /// The forwarder's settings, or nil when no API is configured (local spool only).
+    public func apiSettings(token: String?) -> APISettings? {
+        guard let url = config.api.url, let token else { return nil }
+        return APISettings(
+            url: url, token: token, document: config.api.document, timeout: config.api.timeout,
+            concurrency: config.api.concurrency, allowInsecureHTTP: config.api.allowInsecureHTTP,
+            userAgent: BridgeVersion.userAgent)
     }
 
     /// Checks that need several keys at once.
@@ -96,7 +106,18 @@ public enum APIEndpoint {
 /// Where the API token comes from, never argv: `--api-token-file`/`api.tokenFile`, else
 /// `PLINGS_BRIDGE_API_TOKEN`, else `$CREDENTIALS_DIRECTORY/token` (systemd `LoadCredential=`).
 public enum TokenSource {
+    /// The token, or nil when none is configured; an API URL without a token is a configuration error.
     public static func load(config: BridgeConfig, environment: [String: String]) throws(ConfigError) -> String? {
+        let token = try find(config: config, environment: environment)
+        if config.api.url != nil, token == nil {
+            throw ConfigError(
+                "api.url is set but there is no token: set api.tokenFile (--api-token-file), "
+                    + "PLINGS_BRIDGE_API_TOKEN, or a systemd credential named 'token'")
+        }
+        return token
+    }
+
+    static func find(config: BridgeConfig, environment: [String: String]) throws(ConfigError) -> String? {
         if let file = config.api.tokenFile {
             return try read(file, what: "api.tokenFile")
         }

@@ -397,6 +397,39 @@ public final class Spool: Sendable {
         }
     }
 
+    /// Delivery is paused (the API refused our token): the scan stays pending and due, its attempt is not
+    /// counted against it, and the reason is kept for `spool stats`.
+    public func recordPaused(id: String, reason: String, now: Date) throws(SpoolError) {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare(
+                """
+                UPDATE scans SET last_error = ?2, next_attempt_at = NULL, last_attempt_at = ?3
+                WHERE id = ?1 AND state = 'pending'
+                """)
+            try s.bind(1, id)
+            try s.bind(2, reason)
+            try s.bind(3, Timestamp.format(now))
+            try s.step()
+        }
+    }
+
+    /// Makes every pending scan that is backing off due now, except those leased in `except`: the API came
+    /// back, so the backlog drains at once instead of each scan waiting out its own backoff.
+    @discardableResult
+    public func makeBackoffDue(now: Date, except: Set<String>) throws(SpoolError) -> Int {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare(
+                """
+                UPDATE scans SET next_attempt_at = NULL
+                WHERE state = 'pending' AND next_attempt_at > ?1 AND id NOT IN (SELECT value FROM json_each(?2))
+                """)
+            try s.bind(1, Timestamp.format(now))
+            try s.bind(2, JSONValue.array(except.map { .string($0) }).encoded())
+            try s.step()
+            return db.changes
+        }
+    }
+
     /// Releases a claimed scan without counting an attempt (shutdown abandoned the request).
     public func release(id: String) throws(SpoolError) {
         try withConnection { db throws(SQLiteError) in

@@ -109,8 +109,16 @@ struct CLI {
         }
         guard args.positional.isEmpty else { throw CommandFailure.usage("run takes no arguments") }
         let settings = try settings(args, sources: true)
-        if let token = try loadToken(settings) { logger.addSecret(token) }
-        return await BridgeService(settings: settings, logger: logger).run()
+        let token = try loadToken(settings)
+        if let token { logger.addSecret(token) }
+        let reload: @Sendable () throws -> (Settings, String?) = {
+            let cli = CLI()
+            let fresh = try cli.settings(args, sources: true)
+            let freshToken = try cli.loadToken(fresh)
+            if let freshToken { Logger.shared.addSecret(freshToken) }
+            return (fresh, freshToken)
+        }
+        return await BridgeService(settings: settings, token: token, logger: logger, reload: reload).run()
     }
 
     func loadToken(_ settings: Settings) throws -> String? {
@@ -166,6 +174,9 @@ struct CLI {
         pipeline.stop()
         switch outcome {
         case .accepted(let scan):
+            if scan.state == .pending, let api = settings.apiSettings(token: token) {
+                OneShotDelivery.deliver(scanID: scan.id, spool: spool, api: api, logger: logger)
+            }
             let record = try? spool.record(id: scan.id)
             print((record?.json() ?? .string(scan.id)).encoded())
             return 0
@@ -289,7 +300,7 @@ struct CLI {
             print(Help.version)
             return 0
         }
-        let libraries: [(String, String)] = [("sqlite", sqliteLibraryVersion)]
+        let libraries: [(String, String)] = [("sqlite", sqliteLibraryVersion), ("curl", OneShotDelivery.curlVersion)]
         if args.json {
             let json = JSONValue.object(
                 [("version", .string(BridgeVersion.current)),

@@ -1,0 +1,84 @@
+import CCurlShim
+import Foundation
+
+/// An HTTP answer: status, the `Retry-After` header, and the body (capped).
+public struct HTTPResponse: Sendable {
+    public var status: Int
+    public var retryAfter: String?
+    public var body: [UInt8]
+}
+
+/// A transport failure before any HTTP answer: refused, reset, DNS, timeout, TLS. Always transient.
+public struct HTTPTransportError: Error, CustomStringConvertible, Sendable {
+    public var curlCode: Int32
+    public var message: String
+    public var cancelled: Bool
+    public var description: String { cancelled ? "request abandoned at shutdown" : message }
+}
+
+/// A blocking HTTPS client over libcurl: one easy handle, so the connection is reused between requests.
+///
+/// libcurl rather than FoundationNetworking's URLSession: design section 4 measured URLSession's RSS growing
+/// over 13k requests, whole-second timeouts and 34 MB of ICU data in a static binary; libcurl keeps memory
+/// flat (measured in docs/benchmarks.md) and is already a Debian library. Each client is used by one thread;
+/// only `cancel()` is called from others (it sets a flag libcurl's progress callback polls), hence the
+/// unchecked Sendable.
+public final class HTTPClient: @unchecked Sendable {
+    private let handle: OpaquePointer
+    /// Set from another thread to abort the transfer in progress (shutdown).
+    private let cancelFlag = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
+    public static let maximumBody = 1 << 20
+
+    private static let globalInit: Void = { _ = plings_http_global_init() }()
+
+    public init?() {
+        HTTPClient.globalInit
+        guard let client = plings_http_client_new() else { return nil }
+        handle = client
+        cancelFlag.initialize(to: 0)
+    }
+
+    deinit {
+        plings_http_client_free(handle)
+        cancelFlag.deallocate()
+    }
+
+    /// Aborts the request in progress, if any, and every later one until `resume`.
+    public func cancel() { cancelFlag.pointee = 1 }
+
+    /// POSTs `body`. Throws `HTTPTransportError` when no HTTP answer arrived.
+    public func post(url: String, headers: [String], body: [UInt8], timeout: Double, allowHTTP: Bool) throws(
+        HTTPTransportError
+    ) -> HTTPResponse {
+        var result = plings_http_result()
+        let timeoutMs = max(1, Int(timeout * 1000))
+        var cStrings = headers.map { strdup($0) }
+        defer { cStrings.forEach { free($0) } }
+        cStrings.withUnsafeMutableBufferPointer { headerPointers in
+            headerPointers.withMemoryRebound(to: UnsafePointer<CChar>?.self) { constHeaders in
+                body.withUnsafeBufferPointer { bodyBytes in
+                    bodyBytes.withMemoryRebound(to: CChar.self) { bodyChars in
+                        plings_http_post(
+                            handle, url, constHeaders.baseAddress, Int32(headers.count), bodyChars.baseAddress,
+                            bodyChars.count, timeoutMs, cancelFlag, HTTPClient.maximumBody, allowHTTP ? 1 : 0, &result)
+                    }
+                }
+            }
+        }
+        defer { plings_http_result_free(&result) }
+        guard result.curl_code == 0 else {
+            let message = withUnsafeBytes(of: result.error) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            throw HTTPTransportError(curlCode: result.curl_code, message: message, cancelled: cancelFlag.pointee != 0)
+        }
+        let retryAfter = withUnsafeBytes(of: result.retry_after) { raw in
+            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
+        let bytes = result.body.map { Array(UnsafeBufferPointer(start: $0, count: result.body_len)) } ?? []
+        return HTTPResponse(status: result.status, retryAfter: retryAfter.isEmpty ? nil : retryAfter, body: bytes)
+    }
+
+    /// The linked libcurl's version string.
+    public static var curlVersion: String { String(cString: plings_http_curl_version()) }
+}
