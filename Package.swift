@@ -36,6 +36,7 @@ let package = Package(
         .target(name: "BridgeTestSupport", path: "Sources/BridgeTestSupport"),
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
+        .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
     ],
     swiftLanguageModes: [.v6]
 )

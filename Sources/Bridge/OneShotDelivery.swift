@@ -10,7 +10,7 @@ public enum OneShotDelivery {
         /// else the scan is left to `run` so capture order holds. The outcome is recorded like the service would.
         public static func deliver(scanID: String, spool: Spool, api: APISettings, logger: Logger) {
             let now = Date()
-            guard let record = try? spool.claimIfHead(id: scanID, now: now, lease: api.timeout + 30) else {
+            guard let record = try? spool.claimIfHead(id: scanID, now: now, lease: Forwarder.lease(api)) else {
                 logger.info("an earlier scan of this identifier is pending: delivery is left to the service", [("id", scanID)])
                 return
             }

@@ -62,8 +62,17 @@ public enum ProcessRunner {
         let input = Pipe()
         process.standardInput = input
         let collector = OutputCollector()
-        out.fileHandleForReading.readabilityHandler = { h in collector.appendOut(h.availableData) }
-        err.fileHandleForReading.readabilityHandler = { h in collector.appendErr(h.availableData) }
+        // Each stream is drained to EOF on its own thread: no reordering, nothing lost, no pipe-full deadlock.
+        let drained = DispatchGroup()
+        for (handle, append) in [
+            (out.fileHandleForReading, collector.appendOut), (err.fileHandleForReading, collector.appendErr),
+        ] {
+            drained.enter()
+            Thread {
+                append(handle.readDataToEndOfFile())
+                drained.leave()
+            }.start()
+        }
         let exited = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in exited.signal() }
         try process.run()
@@ -73,10 +82,7 @@ public enum ProcessRunner {
             process.terminate()
             _ = exited.wait(timeout: .now() + 5)
         }
-        out.fileHandleForReading.readabilityHandler = nil
-        err.fileHandleForReading.readabilityHandler = nil
-        collector.appendOut(out.fileHandleForReading.readDataToEndOfFile())
-        collector.appendErr(err.fileHandleForReading.readDataToEndOfFile())
+        _ = drained.wait(timeout: .now() + 10)
         return ProcessResult(status: process.terminationStatus, stdout: collector.out, stderr: collector.err)
     }
 }

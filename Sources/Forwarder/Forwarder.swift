@@ -31,6 +31,10 @@ public final class Forwarder: @unchecked Sendable {
     private let backoff = Backoff(base: 1, cap: 300)
     /// How long an auth pause lasts before one probe is tried (a SIGHUP ends it at once).
     public static let authPause: Double = 300
+    /// How long a claimed scan is reserved: the request timeout plus a margin. If this process dies, another
+    /// `run` sends the scan again after this long (the idempotency key makes the repeat harmless).
+    public static func lease(_ settings: APISettings) -> Double { settings.timeout + 5 }
+
     /// How often other processes' spool changes are looked for while idle (design 2.4: "within about 2 s").
     public static let spoolCheckInterval: Double = 2
 
@@ -141,7 +145,7 @@ public final class Forwarder: @unchecked Sendable {
                 let claimed: [ScanRecord]
                 do {
                     claimed = try spool.claimDeliverable(
-                        now: now, lease: settings.timeout + 30, limit: capacity, busy: busy)
+                        now: now, lease: Forwarder.lease(settings), limit: capacity, busy: busy)
                 } catch {
                     logger.error("delivery: cannot read the spool", [("error", error.description)])
                     claimed = []

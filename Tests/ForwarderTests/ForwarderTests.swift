@@ -1,0 +1,267 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Spool
+import Testing
+
+/// The real bridge against the strict API stand-in: nothing is lost, order holds, the token stays secret.
+@Suite(.serialized)
+struct ForwarderTests {
+    let binary = Products.path("plings-bridge")
+
+    struct Setup {
+        let api: APIStandIn
+        let dir: TemporaryDirectory
+        let spoolPath: String
+        let config: String
+
+        func environment() -> [String: String] {
+            var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
+            env["HOME"] = dir.path
+            env["XDG_STATE_HOME"] = dir.file("state")
+            env.removeValue(forKey: "CREDENTIALS_DIRECTORY")
+            return env
+        }
+
+        func teardown() {
+            api.stop()
+            dir.remove()
+        }
+    }
+
+    func setup(_ extra: String = "") throws -> Setup {
+        let api = try APIStandIn()
+        let dir = TemporaryDirectory("fwd")
+        let config = dir.file("config.json")
+        try """
+        {"api": {"url": "\(api.url)", "tokenFile": "\(api.tokenFile)", "allowInsecureHTTP": true,
+                 "timeout": 2, "concurrency": 4\(extra)},
+         "nfc": {"enabled": false}, "hid": {"enabled": false}, "location": {"enabled": false}}
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        return Setup(api: api, dir: dir, spoolPath: dir.file("spool.sqlite"), config: config)
+    }
+
+    /// Spools scans without delivering them (no API flags): the backlog.
+    func spoolBacklog(_ s: Setup, identifiers: [String], perIdentifier: Int) throws -> [String: [String]] {
+        let spool = try Spool(path: s.spoolPath)
+        let builder = ScanBuilder(parser: PlingsURLParser())
+        var order: [String: [String]] = [:]
+        var t = Date().addingTimeInterval(-3600)
+        for n in 0..<perIdentifier {
+            for identifier in identifiers {
+                t = t.addingTimeInterval(0.01)
+                let read = Read(
+                    sourceKind: .hid, device: "bench", raw: "https://s.plings.io/?t=q&i=\(identifier)&p=1.\(n)", time: t)
+                let scan = builder.build(read, fix: nil)
+                try spool.insert([scan])
+                order[identifier, default: []].append(scan.id)
+            }
+        }
+        return order
+    }
+
+    func startBridge(_ s: Setup) throws -> RunningProcess {
+        try RunningProcess(binary, ["run", "--config", s.config, "--spool", s.spoolPath], environment: s.environment())
+    }
+
+    /// Waits (bounded) until the spool has no pending scans; returns the final counts.
+    func waitForDrain(_ s: Setup, timeout: Double) throws -> [ScanState: Int] {
+        let spool = try Spool(path: s.spoolPath)
+        let deadline = Date().addingTimeInterval(timeout)
+        while true {
+            let counts = try spool.stats().counts
+            if (counts[.pending] ?? 0) == 0 || Date() > deadline { return counts }
+            // Delivery progress is visible only in the spool or the stand-in: ask the stand-in to hold the
+            // answer until more requests arrived, which paces this loop by real events.
+            _ = try s.api.requests(min: (try s.api.requests().count) + 1, wait: 0.5)
+        }
+    }
+
+    @Test func backlogBuiltWhileAPIFailsIsDeliveredInOrderWithOriginalTimestamps() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        let order = try spoolBacklog(s, identifiers: ["A", "B", "C", "D", "E"], perIdentifier: 20)
+        let spool = try Spool(path: s.spoolPath)
+        let timestamps = Dictionary(
+            uniqueKeysWithValues: try spool.list().map { ($0.id, $0.inputJSON ?? "") })
+        try s.api.setMode("503")
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        // The first failures arrive; the bridge backs off instead of hammering the API.
+        let failing = try s.api.requests(min: 2, wait: 10)
+        #expect(failing.count >= 2)
+        try s.api.setMode("ok")
+        let counts = try waitForDrain(s, timeout: 60)
+        #expect(counts[.pending] ?? 0 == 0)
+        #expect(counts[.delivered] == 100)
+        // Per identifier, delivered in capture order, each with its original input (timestamp) byte for byte.
+        let delivered = try s.api.requests().filter { ($0["delivered"] as? Bool) == true }
+        var seen: [String: [String]] = [:]
+        for request in delivered {
+            let headers = request["headers"] as? [String: Any]
+            let key = headers?["idempotency-key"] as? String ?? ""
+            let input = request["input"] as? [String: Any]
+            seen[input?["identifier"] as? String ?? "", default: []].append(key)
+            let stored = try JSONSerialization.jsonObject(with: Data((timestamps[key] ?? "").utf8)) as? [String: Any]
+            let sentTime = (input?["scanMetadata"] as? [String: Any])?["timestamp"] as? String
+            let storedTime = (stored?["scanMetadata"] as? [String: Any])?["timestamp"] as? String
+            #expect(sentTime != nil && sentTime == storedTime)
+        }
+        #expect(seen == order)
+        let stats = try s.api.stats()
+        #expect(stats["orderViolations"] as? Int == 0)
+        #expect(stats["identifierOverlaps"] as? Int == 0)
+        #expect((stats["maxInFlight"] as? Int ?? 0) <= 4)
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+        // One line when delivery started failing, one when it resumed: not one per failed retry.
+        let log = bridge.stderrText
+        #expect(log.components(separatedBy: "delivery failing").count - 1 == 1)
+        #expect(log.components(separatedBy: "delivery resumed").count - 1 == 1)
+        #expect(!log.contains(s.api.token))
+    }
+
+    @Test func unauthorizedPausesWithoutBurningScansAndSIGHUPResumes() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        _ = try spoolBacklog(s, identifiers: ["A", "B"], perIdentifier: 3)
+        try s.api.setMode("401")
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        _ = try s.api.requests(min: 1, wait: 10)
+        // Paused: after the first wave (at most one request per identifier was in flight) nothing more is
+        // sent until a reload or the long pause ends.
+        let quiet = try s.api.requests(min: 3, wait: 2)
+        #expect(quiet.count <= 2)
+        let spool = try Spool(path: s.spoolPath)
+        let pending = try spool.list(state: .pending)
+        #expect(pending.count == 6)
+        #expect(pending.allSatisfy { $0.attempts == 0 })
+        #expect(pending.contains { $0.lastError?.contains("401") == true })
+        try s.api.setMode("ok")
+        bridge.signal(SIGHUP)
+        let counts = try waitForDrain(s, timeout: 30)
+        #expect(counts[.delivered] == 6)
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+        let log = bridge.stderrText
+        #expect(log.components(separatedBy: "delivery paused").count - 1 == 1)
+        #expect(log.contains("delivery resumed"))
+        #expect(!log.contains(s.api.token))
+    }
+
+    @Test func validationErrorsDeadLetterAndRetryRevives() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        _ = try spoolBacklog(s, identifiers: ["A"], perIdentifier: 1)
+        try s.api.setMode("gql_validation")
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        let spool = try Spool(path: s.spoolPath)
+        _ = try s.api.requests(min: 1, wait: 10)
+        var dead: [ScanRecord] = []
+        for _ in 0..<50 where dead.isEmpty {
+            dead = try spool.list(state: .dead)
+            if dead.isEmpty { _ = bridge.waitForExit(timeout: 0.1) }
+        }
+        #expect(dead.count == 1)
+        #expect(dead.first?.lastError?.contains("BAD_USER_INPUT") == true)
+        #expect(dead.first?.response?.contains("invalid input") == true)
+        // Revived by another process while `run` is up: picked up within about 2 s.
+        try s.api.setMode("ok")
+        let retry = try ProcessRunner.run(
+            binary, ["spool", "retry", "--dead", "--spool", s.spoolPath], environment: s.environment())
+        #expect(retry.status == 0)
+        let counts = try waitForDrain(s, timeout: 15)
+        #expect(counts[.delivered] == 1)
+        bridge.signal(SIGTERM)
+        _ = bridge.waitForExit(timeout: 5)
+    }
+
+    @Test func killedMidDrainAndRestartedLosesNothing() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        let order = try spoolBacklog(s, identifiers: ["Ka", "Kb", "Kc", "Kd", "Ke", "Kf", "Kg", "Kh", "Ki", "Kj"], perIdentifier: 30)
+        try s.api.setMode("slow", ["delay": 0.02])
+        let first = try startBridge(s)
+        _ = try s.api.requests(min: 40, wait: 20)
+        first.signal(SIGKILL)
+        _ = first.waitForExit(timeout: 5)
+        try s.api.setMode("ok")
+        let second = try startBridge(s)
+        defer { second.stop() }
+        let counts = try waitForDrain(s, timeout: 60)
+        #expect(counts[.delivered] == 300, "\(counts)")
+        let delivered = try s.api.requests().filter { ($0["delivered"] as? Bool) == true }
+        let keys = delivered.compactMap { ($0["headers"] as? [String: Any])?["idempotency-key"] as? String }
+        let all = Set(order.values.flatMap { $0 })
+        #expect(all.subtracting(keys).count == 0)  // every scan reached the API
+        #expect(Set(keys).subtracting(all).count == 0)
+        // Duplicates only as retries of the same key (a request in flight when killed).
+        #expect(keys.count - Set(keys).count <= 4)
+        #expect(try s.api.stats()["orderViolations"] as? Int == 0)
+        second.signal(SIGTERM)
+        #expect(second.waitForExit(timeout: 5) == 0)
+    }
+
+    @Test func retryAfterIsHonoured() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        _ = try spoolBacklog(s, identifiers: ["A"], perIdentifier: 1)
+        try s.api.setMode("429", ["retryAfter": 2, "count": 1])
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        let requests = try s.api.requests(min: 2, wait: 15)
+        #expect(requests.count == 2)
+        if requests.count == 2, let t0 = requests[0]["arrivedMono"] as? Double, let t1 = requests[1]["arrivedMono"] as? Double {
+            #expect(t1 - t0 >= 1.9, "retried after \(t1 - t0) s despite Retry-After: 2")
+        }
+        bridge.signal(SIGTERM)
+        _ = bridge.waitForExit(timeout: 5)
+    }
+
+    @Test func scanMakesOneAttemptAndHeadersMatchTheDesign() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        let result = try ProcessRunner.run(
+            binary,
+            ["scan", "https://s.plings.io/?t=n&i=4kyQ&p=4.2.3.3.6&cp=X1", "--config", s.config, "--spool", s.spoolPath,
+             "--fixed-location", "59.3293,18.0686,8"],
+            environment: s.environment())
+        #expect(result.status == 0, "\(result.stderr)")
+        let record = try JSONParser.parse(result.stdout.trimmingASCIIWhitespace())
+        #expect(record["state"] == .string("delivered"))
+        #expect(record["attempts"] == .integer(1))
+        let requests = try s.api.requests()
+        #expect(requests.count == 1)
+        let headers = requests.first?["headers"] as? [String: String] ?? [:]
+        #expect(headers["authorization"] == "Bearer \(s.api.token)")
+        #expect(headers["content-type"] == "application/json")
+        #expect(headers["idempotency-key"] == record["id"]?.stringValue)
+        #expect(headers["user-agent"]?.hasPrefix("plings-bridge/") == true)
+        let body = requests.first?["body"] as? [String: Any]
+        #expect(body?["operationName"] as? String == "ResolveIdentifier")
+        #expect(!result.stderr.contains(s.api.token))
+        // The API refusing the input: the scan is dead, `scan` still succeeded (it was spooled).
+        try s.api.setMode("422")
+        let refused = try ProcessRunner.run(
+            binary, ["scan", "https://s.plings.io/?t=q&i=Z&p=1", "--config", s.config, "--spool", s.spoolPath],
+            environment: s.environment())
+        #expect(refused.status == 0)
+        #expect(try JSONParser.parse(refused.stdout.trimmingASCIIWhitespace())["state"] == .string("dead"))
+    }
+
+    @Test func unreachableAPIKeepsScansPendingAndTokenOutOfErrors() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        s.api.kill()  // connection refused from now on
+        let result = try ProcessRunner.run(
+            binary, ["scan", "https://s.plings.io/?t=q&i=A&p=1", "--config", s.config, "--spool", s.spoolPath],
+            environment: s.environment())
+        #expect(result.status == 0)
+        let record = try JSONParser.parse(result.stdout.trimmingASCIIWhitespace())
+        #expect(record["state"] == .string("pending"))
+        #expect(record["lastError"]?.stringValue?.isEmpty == false)
+        #expect(!result.stderr.contains(s.api.token) && !result.stdout.contains(s.api.token))
+    }
+}
