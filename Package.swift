@@ -14,6 +14,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // libcurl behind a few C functions (curl_easy_setopt is variadic; Swift cannot call it).
         .target(name: "CCurlShim", linkerSettings: [.linkedLibrary("curl")]),
+        // libc facilities Swift's Glibc module does not import (ntp_adjtime).
+        .target(name: "CSysShim"),
 
         // Pure logic: no I/O, Foundation only.
         .target(name: "BridgeCore"),
@@ -24,7 +26,7 @@ let package = Package(
         // Delivery to the API: HTTP client, delivery loop, backoff.
         .target(name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
-        .target(name: "Bridge", dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder"]),
+        .target(name: "Bridge", dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder", "CSysShim"]),
         // The CLI: thin.
         .executableTarget(name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool"]),
         // Benchmarks (`swift run -c release plings-bench`).
@@ -37,6 +39,7 @@ let package = Package(
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
+        .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

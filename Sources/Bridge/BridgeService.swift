@@ -43,8 +43,17 @@ public final class BridgeService: Sendable {
             onCommitted: { _ in forwarder?.wake() })
         forwarder?.start()
         let retention = Task { await pruneDelivered(spool: spool, every: 3600) }
+        let reporter = StatusReporter(
+            statusPath: StatusReporter.statusPath(
+                spoolPath: spool.path, environment: ProcessInfo.processInfo.environment),
+            metricsPath: config.metrics.textfile, spool: spool, pipeline: pipeline, forwarder: forwarder,
+            sources: [], fixAge: { nil })
+        let reporting = Task { await reporter.run(interval: 5, metricsInterval: config.metrics.interval) }
 
         logSummary(spool: spool)
+        let systemd = SystemdNotifier()
+        systemd.notify("READY=1\nSTATUS=" + (config.api.url == nil ? "spooling locally" : "delivering to the API"))
+        let watchdog = Task { await feedWatchdog(systemd, pipeline: pipeline) }
 
         // Idle: nothing runs until a signal arrives (the forwarder sleeps on its own thread).
         for await number in signals {
@@ -55,10 +64,14 @@ public final class BridgeService: Sendable {
             logger.info("stopping", [("signal", number == SIGTERM ? "SIGTERM" : "SIGINT")])
             break
         }
+        systemd.notify("STOPPING=1")
         retention.cancel()
+        watchdog.cancel()
+        reporting.cancel()
         // Reads already submitted are committed first; then in-flight deliveries finish or are abandoned.
         pipeline.stop(timeout: 2)
         forwarder?.stop(timeout: 2.5)
+        reporter.clear()
         logger.info("stopped")
         return 0
     }
@@ -76,6 +89,16 @@ public final class BridgeService: Sendable {
             logger.info("configuration reloaded", [("config", fresh.configPath ?? "(built-in defaults)")])
         } catch {
             logger.error("reload failed: keeping the running configuration", [("error", "\(error)")])
+        }
+    }
+
+    /// Pings systemd's watchdog at half its period while the pipeline's commit thread answers; a wedged
+    /// pipeline stops the pings and systemd restarts the service.
+    private func feedWatchdog(_ systemd: SystemdNotifier, pipeline: Pipeline) async {
+        guard let interval = systemd.watchdogInterval else { return }
+        while !Task.isCancelled {
+            if pipeline.isResponsive(within: interval / 4) { systemd.notify("WATCHDOG=1") }
+            try? await Task.sleep(for: .seconds(interval / 2))
         }
     }
 

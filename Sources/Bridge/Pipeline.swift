@@ -42,6 +42,24 @@ public final class Pipeline: Sendable {
     private let logger: Logger
     private let onCommitted: @Sendable ([NewScan]) -> Void
     private let queue = Mutex(Queue())
+    private let tally = Mutex(Tally())
+
+    /// Reads counted by source and outcome, and the last read per device (for `status` and metrics).
+    public struct Tally: Sendable {
+        /// "source/outcome" (outcome: pending, unrecognized, debounced, refused) -> count.
+        public var reads: [String: Int] = [:]
+        public var lastRead: [String: (time: Date, outcome: String)] = [:]
+        public var lastError: String?
+    }
+
+    public var currentTally: Tally { tally.withLock { $0 } }
+
+    private func count(_ read: Read, _ outcome: String) {
+        tally.withLock {
+            $0.reads["\(read.sourceKind.rawValue)/\(outcome)", default: 0] += 1
+            $0.lastRead["\(read.sourceKind.rawValue):\(read.device)"] = (read.time, outcome)
+        }
+    }
     private let wakeup = NSCondition()
     /// Maximum reads per transaction: bounds the latency of the first read in a huge burst.
     public static let maximumBatch = 256
@@ -84,6 +102,23 @@ public final class Pipeline: Sendable {
         wakeup.signal()
         wakeup.unlock()
     }
+
+    /// True when the commit thread takes and answers an empty round trip within `timeout` seconds
+    /// (for the systemd watchdog: a thread stuck in a commit must stop the pings).
+    public func isResponsive(within timeout: Double) -> Bool {
+        let answered = DispatchSemaphore(value: 0)
+        let ping = Pending(
+            read: Read(sourceKind: .manual, device: Pipeline.pingDevice, raw: "", time: Date()), fix: nil,
+            monotonic: 0, completion: { _ in answered.signal() })
+        queue.withLock { $0.items.append(ping) }
+        wakeup.lock()
+        wakeup.signal()
+        wakeup.unlock()
+        return answered.wait(timeout: .now() + timeout) == .success
+    }
+
+    /// The device name of watchdog pings: answered by the commit thread, never spooled.
+    static let pingDevice = "\u{0}watchdog"
 
     /// Submits and waits for the outcome.
     public func accept(_ read: Read) async -> ReadOutcome {
@@ -138,12 +173,17 @@ public final class Pipeline: Sendable {
         var scans: [NewScan] = []
         var waiting: [(NewScan, (@Sendable (ReadOutcome) -> Void)?)] = []
         for item in batch {
+            if item.read.device == Pipeline.pingDevice {
+                item.completion?(.debounced)
+                continue
+            }
             let kind = item.read.sourceKind
             let window = windows[kind] ?? 0
             if debouncer[kind]?.window != window { debouncer[kind] = Debouncer(window: window) }
             let payload = item.read.raw + "\u{1F}" + (item.read.uid ?? "")
             if debouncer[kind]?.accept(device: item.read.device, payload: payload, now: item.monotonic) == false {
                 logger.debug("duplicate read ignored", [("source", kind.rawValue), ("device", item.read.device)])
+                count(item.read, "debounced")
                 item.completion?(.debounced)
                 continue
             }
@@ -159,7 +199,11 @@ public final class Pipeline: Sendable {
             logger.error(
                 "read refused: could not commit to the spool",
                 [("reads", String(scans.count)), ("error", error.description)])
-            for (_, completion) in waiting { completion?(.refused(error.description)) }
+            for (scan, completion) in waiting {
+                count(scan.read, "refused")
+                completion?(.refused(error.description))
+            }
+            tally.withLock { $0.lastError = error.description }
             return
         }
         for scan in scans {
@@ -168,6 +212,7 @@ public final class Pipeline: Sendable {
                 [("id", scan.id), ("source", scan.read.sourceKind.rawValue), ("device", scan.read.device)]
                     + (scan.read.uid.map { [("uid", $0)] } ?? []) + (scan.reason.map { [("reason", $0)] } ?? []))
         }
+        for scan in scans { count(scan.read, scan.state.rawValue) }
         onCommitted(scans)
         for (scan, completion) in waiting { completion?(.accepted(scan)) }
     }

@@ -127,8 +127,13 @@ public enum TokenSource {
             return trimmed
         }
         if let directory = environment["CREDENTIALS_DIRECTORY"] {
+            // The unit always loads the credential; an empty token file means "no API token yet".
             let path = directory + "/token"
-            if FileManager.default.fileExists(atPath: path) { return try read(path, what: "credential 'token'") }
+            if let data = FileManager.default.contents(atPath: path),
+                !String(decoding: data, as: UTF8.self).trimmingASCIIWhitespace().isEmpty
+            {
+                return try read(path, what: "credential 'token'")
+            }
         }
         return nil
     }

@@ -47,7 +47,7 @@ enum SpoolBenchmark {
         let fix = LocationFix(latitude: 59.3293, longitude: 18.0686, accuracy: 8)
         return (0..<count).map { n in
             let read = Read(
-                sourceKind: .hid, device: "bench", raw: "https://s.plings.io/?t=q&i=Bench\(n % 50)x&p=4.2.3.3.6",
+                sourceKind: .hid, device: "bench", raw: "https://s.plings.io/?t=q&i=\(benchIdentifier("Bench", n % 50))&p=4.2.3.3.6",
                 time: Date())
             return builder.build(read, fix: fix)
         }
@@ -186,7 +186,7 @@ enum SpoolWriter {
         let builder = ScanBuilder(parser: PlingsURLParser())
         for n in 0..<count {
             let read = Read(
-                sourceKind: .manual, device: tag, raw: "https://s.plings.io/?t=q&i=W\(tag)\(n % 7)&p=1.\(n)",
+                sourceKind: .manual, device: tag, raw: "https://s.plings.io/?t=q&i=\(benchIdentifier("W" + tag, n % 7))&p=1.\(n)",
                 time: Date())
             let scan = builder.build(read, fix: nil)
             do {

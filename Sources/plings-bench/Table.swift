@@ -50,3 +50,15 @@ enum BenchTable {
         }
     }
 }
+
+/// A base58-valid identifier for benchmark reads (digit 0 and the letters O, I, l are not base58).
+func benchIdentifier(_ prefix: String, _ n: Int) -> String {
+    let alphabet = Array("ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz123456789")
+    var value = n
+    var text = ""
+    repeat {
+        text.append(alphabet[value % alphabet.count])
+        value /= alphabet.count
+    } while value > 0
+    return prefix + text
+}

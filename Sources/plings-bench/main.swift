@@ -13,6 +13,8 @@ let command = arguments.first ?? "help"
 switch command {
 case "spool":
     SpoolBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "drain":
+    DrainBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "writer":
     SpoolWriter.run(arguments: Array(arguments.dropFirst()))
 default:
@@ -20,6 +22,7 @@ default:
         """
         Usage: plings-bench <benchmark> [options]
           spool [--count N] [--dir DIR]   durable spool commits/s against raw SQLite, single reads and a burst
+          drain [--count N] [--large N]   API drain throughput against a baseline client; large-drain time and RSS
         """)
     exit(command == "help" || command == "--help" ? 0 : 2)
 }

@@ -38,6 +38,8 @@ struct CLI {
             case "scan": return try await scan(args.dropFirst())
             case "spool": return try spool(args.dropFirst())
             case "version": return try version(args.dropFirst())
+            case "doctor": return try doctor(args.dropFirst())
+            case "status": return try status(args.dropFirst())
             case "help", "--help", "-h":
                 print(helpText(for: args.dropFirst().first))
                 return 0
@@ -71,6 +73,8 @@ struct CLI {
         case "scan": return Help.scan
         case "spool": return Help.spool
         case "version": return Help.version
+        case "doctor": return Help.doctor
+        case "status": return Help.status
         default: return Help.main
         }
     }

@@ -10,6 +10,8 @@ enum Help {
           scan TEXT                one read through the pipeline; prints the spool record as JSON
           spool list|stats|retry|export|purge
                                    inspect and manage the local spool
+          status                   the running service: sources, last reads, spool, delivery
+          doctor                   checks pcscd, readers, udev rules, scanners, gpsd, clock, spool, API
           version                  version and linked library versions
           help [COMMAND]           this text, or a command's
 
@@ -67,6 +69,22 @@ enum Help {
           purge --delivered --older-than AGE
                                    delete delivered scans older than AGE (e.g. 7d, 12h, 3600)
         Pending, dead and unrecognized scans are never purged.
+        """
+
+    static let doctor = """
+        Usage: plings-bridge doctor [--json] [options]
+
+        Checks everything a gate needs, one line each with the fix: configuration, spool (writable, free disk,
+        schema), API (reachable, token accepted), readers and pcscd, scanners, gpsd, udev and polkit rules,
+        clock. Runs without hardware and says so. Exit 0 when nothing failed, 1 otherwise.
+        \(sourceOptions)
+        """
+
+    static let status = """
+        Usage: plings-bridge status [--json] [--spool PATH]
+
+        The running service's snapshot: sources, last read per device, spool counts, delivery state and the
+        last error. Exit 1 when the service is not running.
         """
 
     static let version = """

@@ -1,0 +1,146 @@
+import BridgeCore
+import CSysShim
+import Forwarder
+import Foundation
+import Glibc
+import Spool
+
+/// `plings-bridge doctor`: checks what a gate box needs, each with a one-line finding and the fix.
+///
+/// Hardware checks (readers, scanners, gpsd fix) are contributed by the source modules through `extraChecks`
+/// so this file knows no PC/SC, udev or libgps. Nothing here changes the system.
+public enum Doctor {
+    public static func run(
+        settings: Settings?, configError: String?, token: String?, extraChecks: [DoctorCheck]
+    ) -> [DoctorCheck] {
+        var checks: [DoctorCheck] = []
+        if let configError {
+            checks.append(DoctorCheck("config", .fail, configError, fix: "correct the named key (docs/configuration.md)"))
+        } else {
+            checks.append(DoctorCheck("config", .ok, "configuration valid (\(settings?.configPath ?? "built-in defaults"))"))
+        }
+        guard let settings else { return checks + extraChecks }
+        checks.append(spoolCheck(settings))
+        checks.append(diskCheck(settings))
+        checks.append(contentsOf: apiChecks(settings, token: token))
+        checks.append(contentsOf: extraChecks)
+        checks.append(udevRulesCheck())
+        checks.append(polkitCheck())
+        checks.append(clockCheck())
+        return checks
+    }
+
+    static func spoolCheck(_ settings: Settings) -> DoctorCheck {
+        if !FileManager.default.fileExists(atPath: settings.spoolPath) {
+            // Do not create it: find the nearest existing directory and check we could.
+            var directory = (settings.spoolPath as NSString).deletingLastPathComponent
+            while !FileManager.default.fileExists(atPath: directory), directory != "/" {
+                directory = (directory as NSString).deletingLastPathComponent
+            }
+            if access(directory, W_OK) == 0 {
+                return DoctorCheck("spool", .ok, "no spool yet; it will be created at \(settings.spoolPath)")
+            }
+            return DoctorCheck(
+                "spool", .fail, "cannot create \(settings.spoolPath): \(directory) is not writable",
+                fix: "create the directory for the service user, or set spool.path (systemd: StateDirectory)")
+        }
+        do {
+            let spool = try Spool(path: settings.spoolPath, synchronous: settings.config.spool.synchronous)
+            let stats = try spool.stats()
+            let pending = stats.counts[.pending] ?? 0
+            let dead = stats.counts[.dead] ?? 0
+            var message = "spool \(settings.spoolPath) writable, schema v\(stats.schemaVersion), \(pending) pending"
+            if dead > 0 { message += ", \(dead) dead" }
+            return DoctorCheck(
+                "spool", dead > 0 ? .warn : .ok, message,
+                fix: dead > 0 ? "inspect with `plings-bridge spool list --state dead`; revive with `spool retry --dead`" : "")
+        } catch {
+            return DoctorCheck(
+                "spool", .fail, "\(error)", fix: "make the spool directory writable by the service user (plings)")
+        }
+    }
+
+    static func diskCheck(_ settings: Settings) -> DoctorCheck {
+        var info = statvfs()
+        let directory = (settings.spoolPath as NSString).deletingLastPathComponent
+        guard statvfs(directory, &info) == 0 else {
+            return DoctorCheck("disk", .warn, "cannot read free space of \(directory): errno \(errno)")
+        }
+        let free = Double(info.f_bavail) * Double(info.f_frsize) / 1_048_576
+        let text = String(format: "%.0f MiB free for the spool", free)
+        if free < 10 { return DoctorCheck("disk", .fail, text, fix: "free disk space: new reads are refused when full") }
+        if free < 200 { return DoctorCheck("disk", .warn, text, fix: "free disk space or purge delivered scans") }
+        return DoctorCheck("disk", .ok, text)
+    }
+
+    static func apiChecks(_ settings: Settings, token: String?) -> [DoctorCheck] {
+        guard let api = settings.apiSettings(token: token) else {
+            return [DoctorCheck("api", .skip, "no api.url: scans stay in the local spool", fix: "set api.url and a token to deliver")]
+        }
+        guard let client = HTTPClient() else { return [DoctorCheck("api", .fail, "cannot create an HTTP client")] }
+        // A harmless request: every GraphQL server answers `{ __typename }`; the token is checked all the same.
+        let body = Array(#"{"query":"query { __typename }"}"#.utf8)
+        var headers = Delivery.headers(settings: api, scanID: "doctor-\(UUID().uuidString.lowercased())")
+        headers.removeAll { $0.hasPrefix("Idempotency-Key") }
+        do {
+            let response = try client.post(
+                url: api.url, headers: headers, body: body, timeout: min(api.timeout, 10),
+                allowHTTP: api.allowInsecureHTTP)
+            switch response.status {
+            case 200..<300:
+                return [DoctorCheck("api", .ok, "\(api.url) reachable, token accepted (HTTP \(response.status))")]
+            case 401, 403:
+                return [DoctorCheck(
+                    "api", .fail, "\(api.url) refused the token (HTTP \(response.status))",
+                    fix: "put a valid token in /etc/plings-bridge/token (or api.tokenFile) and reload")]
+            default:
+                return [DoctorCheck(
+                    "api", .warn, "\(api.url) answered HTTP \(response.status)", fix: "check api.url and the API's status")]
+            }
+        } catch {
+            return [DoctorCheck(
+                "api", .fail, "\(api.url) not reachable: \(error.description)",
+                fix: "check the network, DNS and api.url; scans are kept in the spool meanwhile")]
+        }
+    }
+
+    static let udevRulePaths = ["/etc/udev/rules.d/70-plings-bridge.rules", "/lib/udev/rules.d/70-plings-bridge.rules",
+                                "/usr/lib/udev/rules.d/70-plings-bridge.rules"]
+    static let polkitPaths = ["/etc/polkit-1/rules.d/50-plings-bridge-pcsc.rules",
+                              "/usr/share/polkit-1/rules.d/50-plings-bridge-pcsc.rules"]
+
+    static func udevRulesCheck() -> DoctorCheck {
+        if let path = udevRulePaths.first(where: FileManager.default.fileExists) {
+            return DoctorCheck("udev rules", .ok, "installed: \(path)")
+        }
+        return DoctorCheck(
+            "udev rules", .warn, "70-plings-bridge.rules not installed: scanners are not tagged or given to group plings",
+            fix: "scripts/install (or copy udev/70-plings-bridge.rules to /etc/udev/rules.d and run udevadm trigger)")
+    }
+
+    static func polkitCheck() -> DoctorCheck {
+        if let path = polkitPaths.first(where: FileManager.default.fileExists) {
+            return DoctorCheck("polkit rule", .ok, "installed: \(path)")
+        }
+        return DoctorCheck(
+            "polkit rule", .warn, "no polkit rule for group plings: pcscd refuses a service user without a session",
+            fix: "scripts/install (or copy udev/plings-bridge-pcsc.rules to /etc/polkit-1/rules.d/50-plings-bridge-pcsc.rules)")
+    }
+
+    /// The kernel's own verdict (adjtimex: TIME_ERROR means not synchronised), plus a sanity floor on the year.
+    static func clockCheck() -> DoctorCheck {
+        let unsynchronized = plings_clock_unsynchronized()
+        let year = Calendar(identifier: .gregorian).component(.year, from: Date())
+        if year < 2024 {
+            return DoctorCheck(
+                "clock", .fail, "system clock says \(year): scan times would be wrong",
+                fix: "enable NTP (systemd-timesyncd) or set location.timeFromGPS with a GPS receiver")
+        }
+        if unsynchronized == 1 {
+            return DoctorCheck(
+                "clock", .warn, "system clock is not synchronised (kernel reports TIME_ERROR)",
+                fix: "enable NTP: timedatectl set-ntp true")
+        }
+        return DoctorCheck("clock", .ok, "system clock synchronised")
+    }
+}

@@ -1,0 +1,89 @@
+import Bridge
+import BridgeCore
+import Foundation
+
+extension CLI {
+    /// `plings-bridge doctor [--json]`: every check with its finding and fix; exit 1 when one failed.
+    func doctor(_ rest: ArraySlice<String>) throws -> Int32 {
+        let args = try Arguments(rest, valued: commonValued.union(sourceValued.keys), switches: Set(sourceSwitches.keys))
+        if args.wantsHelp {
+            print(Help.doctor)
+            return 0
+        }
+        var settings: Settings?
+        var configError: String?
+        var token: String?
+        do {
+            settings = try self.settings(args, sources: true)
+            if let loaded = settings { token = try loadToken(loaded) }
+        } catch let CommandFailure.config(message) {
+            configError = message
+        }
+        if let token { logger.addSecret(token) }
+        let checks = Doctor.run(
+            settings: settings, configError: configError, token: token,
+            extraChecks: settings.map { hardwareChecks($0) } ?? [])
+        if args.json {
+            print(JSONValue.array(checks.map { $0.json() }).encoded())
+        } else {
+            for check in checks {
+                print("[\(check.status.rawValue.padding(4))] \(check.name): \(check.message)")
+                if !check.fix.isEmpty, check.status != .ok { print("       fix: \(check.fix)") }
+            }
+            let failed = checks.filter { $0.status == .fail }.count
+            print(failed == 0 ? "all checks passed" : "\(failed) check(s) failed")
+        }
+        return DoctorCheck.exitCode(checks)
+    }
+
+    /// Checks contributed by the hardware modules (readers, scanners, gpsd).
+    func hardwareChecks(_ settings: Settings) -> [DoctorCheck] {
+        []
+    }
+
+    /// `plings-bridge status [--json]`: the running service's snapshot (sources, last reads, spool, delivery).
+    func status(_ rest: ArraySlice<String>) throws -> Int32 {
+        let args = try Arguments(rest, valued: commonValued, switches: [])
+        if args.wantsHelp {
+            print(Help.status)
+            return 0
+        }
+        let settings = try self.settings(args, sources: false)
+        let path = StatusReporter.statusPath(spoolPath: settings.spoolPath, environment: environment)
+        guard let data = FileManager.default.contents(atPath: path), let json = try? JSONParser.parse([UInt8](data)),
+            let pid = json["pid"]?.intValue, kill(Int32(pid), 0) == 0 || errno == EPERM
+        else {
+            if args.json {
+                print(#"{"running":false}"#)
+            } else {
+                print("plings-bridge is not running (no live status at \(path))")
+            }
+            return 1
+        }
+        if args.json {
+            print(json.encoded())
+            return 0
+        }
+        print("plings-bridge \(json["version"]?.stringValue ?? "?") running, pid \(pid), since \(json["startedAt"]?.stringValue ?? "?")")
+        if let counts = json["spool"]?["counts"] {
+            print("spool: " + ScanState.allCases.map { "\($0.rawValue) \(counts[$0.rawValue]?.intValue ?? 0)" }.joined(separator: ", "))
+        }
+        if let delivery = json["delivery"] {
+            var line = "delivery: \(delivery["state"]?.stringValue ?? "?")"
+            if let reason = delivery["reason"]?.stringValue { line += " (\(reason))" }
+            print(line)
+        }
+        if case .array(let sources)? = json["sources"] {
+            for source in sources {
+                print("source \(source["kind"]?.stringValue ?? "?"): \(source["state"]?.stringValue ?? "?")")
+            }
+        }
+        if case .object(let reads)? = json["lastReads"] {
+            for (device, read) in reads {
+                print("last read \(device): \(read["time"]?.stringValue ?? "?") \(read["outcome"]?.stringValue ?? "")")
+            }
+        }
+        if let error = json["lastError"]?.stringValue { print("last error: \(error)") }
+        return 0
+    }
+}

@@ -1,0 +1,167 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Glibc
+import Testing
+
+/// The operational layer run for real: systemd notify protocol, status snapshot, metrics, doctor, packaging.
+@Suite(.serialized)
+struct OpsTests {
+    let binary = Products.path("plings-bridge")
+
+    func environment(_ dir: TemporaryDirectory, _ extra: [String: String] = [:]) -> [String: String] {
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
+        env["HOME"] = dir.path
+        env["XDG_STATE_HOME"] = dir.file("state")
+        for key in ["STATE_DIRECTORY", "CREDENTIALS_DIRECTORY", "RUNTIME_DIRECTORY", "NOTIFY_SOCKET", "WATCHDOG_USEC"] {
+            env.removeValue(forKey: key)
+        }
+        return env.merging(extra) { $1 }
+    }
+
+    /// A datagram socket standing in for systemd's notify socket.
+    final class NotifySocket {
+        let fd: Int32
+        let path: String
+
+        init(path: String) throws {
+            self.path = path
+            fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
+            var address = sockaddr_un()
+            address.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &address.sun_path) { raw in
+                for (i, b) in path.utf8.enumerated() { raw[i] = b }
+            }
+            let rc = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                    bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+                }
+            }
+            guard rc == 0 else { throw RigError("bind notify socket: errno \(errno)") }
+        }
+
+        /// The next datagram, waiting at most `timeout` seconds (poll, no sleeping).
+        func receive(timeout: Double) -> String? {
+            var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&pfd, 1, Int32(timeout * 1000)) == 1 else { return nil }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let n = recv(fd, &buffer, buffer.count, 0)
+            return n > 0 ? String(decoding: buffer[0..<n], as: UTF8.self) : nil
+        }
+
+        deinit { close(fd) }
+    }
+
+    @Test func notifiesReadyWatchdogAndStopping() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let notify = try NotifySocket(path: dir.file("notify"))
+        let env = environment(dir, ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000"])
+        let bridge = try RunningProcess(binary, ["run", "--spool", dir.file("s.sqlite"), "--no-nfc", "--no-hid"], environment: env)
+        defer { bridge.stop() }
+        let ready = notify.receive(timeout: 20)
+        #expect(ready?.hasPrefix("READY=1") == true)
+        // WatchdogSec=2 s: a ping arrives within the period.
+        #expect(notify.receive(timeout: 3) == "WATCHDOG=1")
+        bridge.signal(SIGTERM)
+        var stopping = false
+        while let message = notify.receive(timeout: 5) {
+            if message.contains("STOPPING=1") {
+                stopping = true
+                break
+            }
+        }
+        #expect(stopping)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+    }
+
+    @Test func statusAndMetricsWhileRunning() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let notify = try NotifySocket(path: dir.file("notify"))
+        let config = dir.file("c.json")
+        try #"{"metrics": {"textfile": "\#(dir.file("plings.prom"))", "interval": 1}}"#
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let spool = dir.file("s.sqlite")
+        let env = environment(dir, ["NOTIFY_SOCKET": notify.path])
+        let stopped = try ProcessRunner.run(binary, ["status", "--spool", spool], environment: env)
+        #expect(stopped.status == 1 && stopped.stdout.contains("not running"))
+        let bridge = try RunningProcess(binary, ["run", "--config", config, "--spool", spool, "--no-nfc", "--no-hid"], environment: env)
+        defer { bridge.stop() }
+        #expect(notify.receive(timeout: 20)?.hasPrefix("READY=1") == true)
+        _ = try ProcessRunner.run(binary, ["scan", "https://s.plings.io/?t=q&i=A&p=1", "--spool", spool], environment: env)
+        // The snapshot is written on the next refresh (5 s) once something changed; metrics every second.
+        var status: JSONValue?
+        for _ in 0..<40 {
+            let result = try ProcessRunner.run(binary, ["status", "--json", "--spool", spool], environment: env)
+            if result.status == 0, let json = try? JSONParser.parse(result.stdout.trimmingASCIIWhitespace()),
+                json["spool"]?["counts"]?["pending"]?.intValue == 1
+            {
+                status = json
+                break
+            }
+            _ = notify.receive(timeout: 0.25)  // a bounded pause that also drains notify messages
+        }
+        #expect(status?["pid"]?.intValue == Int(bridge.process.processIdentifier))
+        #expect(status?["delivery"]?["state"] == .string("local spool only"))
+        let metrics = (try? String(contentsOfFile: dir.file("plings.prom"), encoding: .utf8)) ?? ""
+        #expect(metrics.contains("plings_bridge_up 1"))
+        #expect(metrics.contains(#"plings_bridge_spool_scans{state="pending"}"#))
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+        let after = try ProcessRunner.run(binary, ["status", "--spool", spool], environment: env)
+        #expect(after.status == 1)
+    }
+
+    @Test func doctorPassesAgainstTheAPIAndNamesTheFixWhenTheTokenIsWrong() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let api = try APIStandIn()
+        defer { api.stop() }
+        let good = dir.file("good.json")
+        try #"{"api": {"url": "\#(api.url)", "tokenFile": "\#(api.tokenFile)", "allowInsecureHTTP": true}}"#
+            .write(toFile: good, atomically: true, encoding: .utf8)
+        let ok = try ProcessRunner.run(
+            binary, ["doctor", "--json", "--config", good, "--spool", dir.file("s.sqlite")], environment: environment(dir))
+        let checks = try JSONParser.parse(ok.stdout.trimmingASCIIWhitespace())
+        guard case .array(let items) = checks else {
+            Issue.record("not an array: \(ok.stdout)")
+            return
+        }
+        let byName = Dictionary(items.compactMap { item in item["name"]?.stringValue.map { ($0, item) } }) { a, _ in a }
+        #expect(byName["api"]?["status"] == .string("ok"))
+        #expect(byName["config"]?["status"] == .string("ok"))
+        #expect(byName["spool"]?["status"] == .string("ok"))
+        for item in items {
+            for key in ["name", "status", "message", "fix"] { #expect(item[key] != nil) }
+        }
+        #expect(ok.status == DoctorCheck.exitCode(items.map {
+            DoctorCheck($0["name"]?.stringValue ?? "", DoctorCheck.Status(rawValue: $0["status"]?.stringValue ?? "") ?? .fail, "")
+        }))
+        // Wrong token: the api check fails, says so, and doctor exits 1; the token is not printed.
+        let badToken = dir.file("bad-token")
+        try "wrong-token-value\n".write(toFile: badToken, atomically: true, encoding: .utf8)
+        let bad = dir.file("bad.json")
+        try #"{"api": {"url": "\#(api.url)", "tokenFile": "\#(badToken)", "allowInsecureHTTP": true}}"#
+            .write(toFile: bad, atomically: true, encoding: .utf8)
+        let refused = try ProcessRunner.run(
+            binary, ["doctor", "--config", bad, "--spool", dir.file("s.sqlite")], environment: environment(dir))
+        #expect(refused.status == 1)
+        #expect(refused.stdout.contains("refused the token"))
+        #expect(refused.stdout.contains("fix:"))
+        #expect(!refused.stdout.contains("wrong-token-value") && !refused.stderr.contains("wrong-token-value"))
+        // A bad config is reported as a failed check, not a crash.
+        let broken = dir.file("broken.json")
+        try #"{"api": {"timeout": "ten"}}"#.write(toFile: broken, atomically: true, encoding: .utf8)
+        let configFail = try ProcessRunner.run(binary, ["doctor", "--config", broken], environment: environment(dir))
+        #expect(configFail.status == 1 && configFail.stdout.contains("api.timeout"))
+    }
+
+    @Test func unitFileExposureIsAtMostTwoPointFive() throws {
+        let result = try ProcessRunner.run(
+            "/usr/bin/systemd-analyze",
+            ["security", "--offline=true", "--threshold=25", Products.packageRoot.appendingPathComponent("packaging/plings-bridge.service").path])
+        #expect(result.status == 0, "\(result.stdout.suffix(600))")
+        #expect(result.stdout.contains("Overall exposure level"))
+    }
+}
