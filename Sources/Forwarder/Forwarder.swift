@@ -129,54 +129,60 @@ public final class Forwarder: @unchecked Sendable {
 
     private func coordinatorLoop() {
         var lastDataVersion = (try? spool.dataVersion()) ?? 0
+        // The earliest due time of unclaimed pending scans, as last read from the spool.
+        var nextDue: Date?
         condition.lock()
         while !stopping {
             let now = Date()
+            var waitUntil = now.addingTimeInterval(Forwarder.spoolCheckInterval)
             let capacity: Int
             switch health {
-            case .healthy: capacity = settings.concurrency - inFlight.count
-            // While failing or paused, one probe at a time once the wait is over.
-            case .failing, .authPaused: capacity = (notBefore.map { now >= $0 } ?? true) && inFlight.isEmpty ? 1 : 0
+            // Claim up to twice the workers so a worker never waits for the next claim transaction.
+            case .healthy: capacity = 2 * settings.concurrency - inFlight.count
+            // While failing or paused: one probe at a time, once the backoff is over.
+            case .failing, .authPaused:
+                let open = notBefore.map { now >= $0 } ?? true
+                capacity = open && inFlight.isEmpty ? 1 : 0
+                if !open, let notBefore { waitUntil = min(waitUntil, notBefore) }
             }
-            if capacity > 0 && (wakeRequested || jobs.isEmpty) {
-                wakeRequested = false
-                let busy = Set(inFlight.values)
-                condition.unlock()
-                let claimed: [ScanRecord]
-                do {
-                    claimed = try spool.claimDeliverable(
-                        now: now, lease: Forwarder.lease(settings), limit: capacity, busy: busy)
-                } catch {
-                    logger.error("delivery: cannot read the spool", [("error", error.description)])
-                    claimed = []
-                }
-                condition.lock()
-                if !claimed.isEmpty {
-                    for record in claimed {
-                        inFlight[record.id] = record.identifier ?? record.id
-                        jobs.append(record)
+            if capacity > 0 {
+                if wakeRequested || (nextDue.map { $0 <= now } ?? false) {
+                    wakeRequested = false
+                    let busy = Set(inFlight.values)
+                    condition.unlock()
+                    var claimed: [ScanRecord] = []
+                    do {
+                        claimed = try spool.claimDeliverable(
+                            now: now, lease: Forwarder.lease(settings), limit: capacity, busy: busy)
+                    } catch {
+                        logger.error("delivery: cannot read the spool", [("error", error.description)])
                     }
-                    condition.broadcast()
-                    // There may be more due work than capacity: look again right away.
-                    wakeRequested = claimed.count == capacity
-                    continue
+                    // Nothing due: learn when something will be (one scan of the pending rows, only when idle).
+                    let due = claimed.isEmpty ? ((try? spool.nextDueTime()) ?? nil) : nextDue
+                    condition.lock()
+                    nextDue = due
+                    if !claimed.isEmpty {
+                        for record in claimed {
+                            inFlight[record.id] = record.identifier ?? record.id
+                            jobs.append(record)
+                        }
+                        condition.broadcast()
+                        // There may be more due work than capacity: look again as soon as there is room.
+                        wakeRequested = claimed.count == capacity
+                        continue
+                    }
+                    if wakeRequested { continue }
                 }
+                if let nextDue { waitUntil = min(waitUntil, max(nextDue, now)) }
             }
-            // Nothing to claim now: sleep until woken, the next due time, or the next spool check.
-            condition.unlock()
-            let due = (try? spool.nextDueTime()) ?? nil
-            condition.lock()
-            if wakeRequested { continue }
-            var until = Date().addingTimeInterval(Forwarder.spoolCheckInterval)
-            if let due, due < until, inFlight.isEmpty || health == .healthy { until = max(due, Date()) }
-            if let notBefore, notBefore > Date() { until = max(until, min(notBefore, until)) }
-            _ = condition.wait(until: until)
+            let timedOut = !condition.wait(until: waitUntil)
             if stopping { break }
-            if !wakeRequested {
+            if timedOut && !wakeRequested {
+                // Other processes (`scan`, `spool retry`) change the spool without waking us: notice it.
                 condition.unlock()
                 let version = (try? spool.dataVersion()) ?? lastDataVersion
                 condition.lock()
-                if version != lastDataVersion || (due.map { $0 <= Date() } ?? false) {
+                if version != lastDataVersion {
                     lastDataVersion = version
                     wakeRequested = true
                 }
