@@ -14,6 +14,8 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // libcurl behind a few C functions (curl_easy_setopt is variadic; Swift cannot call it).
         .target(name: "CCurlShim", linkerSettings: [.linkedLibrary("curl")]),
+        // libgps behind a plain struct: gps_data_t never reaches Swift, version skew stays in one C file.
+        .target(name: "CGPSShim", linkerSettings: [.linkedLibrary("gps")]),
 
         // Pure logic: no I/O, Foundation only.
         .target(name: "BridgeCore"),
@@ -23,18 +25,23 @@ let package = Package(
         .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite"]),
         // Delivery to the API: HTTP client, delivery loop, backoff.
         .target(name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim"]),
+        // The gpsd client (one connection on its own thread) and the fixed-location fallback.
+        .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
         .target(name: "Bridge", dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder"]),
         // The CLI: thin.
-        .executableTarget(name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool"]),
+        .executableTarget(
+            name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "Location"]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
-            name: "plings-bench", dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging"]),
+            name: "plings-bench",
+            dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location"]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         // Test support: process runners and rig launchers (never linked into the product).
         .target(name: "BridgeTestSupport", path: "Sources/BridgeTestSupport"),
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
+        .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
