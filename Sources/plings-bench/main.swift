@@ -13,6 +13,8 @@ let command = arguments.first ?? "help"
 switch command {
 case "spool":
     SpoolBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "location":
+    LocationBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "writer":
     SpoolWriter.run(arguments: Array(arguments.dropFirst()))
 default:
@@ -20,6 +22,7 @@ default:
         """
         Usage: plings-bench <benchmark> [options]
           spool [--count N] [--dir DIR]   durable spool commits/s against raw SQLite, single reads and a burst
+          location [--seconds N]          latency a fix adds to a read; gpsd client CPU at 1 Hz and 10 Hz (60 s each)
         """)
     exit(command == "help" || command == "--help" ? 0 : 2)
 }
