@@ -41,7 +41,7 @@ let package = Package(
         // Test support: process runners and rig launchers (never linked into the product).
         .target(name: "BridgeTestSupport", path: "Sources/BridgeTestSupport"),
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
-        .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport"]),
+        .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport", "CGPSShim"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]

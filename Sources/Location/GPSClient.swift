@@ -87,8 +87,9 @@ public final class GPSClient: FixProvider, Sendable {
         self.logger = logger
     }
 
-    /// Starts the connection thread (once). SIGPIPE is ignored process-wide first: writing to a gpsd that just
-    /// died would otherwise kill the process.
+    /// Starts the connection thread (once; a stopped client is not restarted: make a new one). SIGPIPE is ignored
+    /// process-wide first: writing to a gpsd that just died would otherwise kill the process. (Same call as
+    /// `SignalStream.ignoreSIGPIPE()`, which lives in `Bridge`, a module this one must not depend on.)
     public func start() {
         let first = state.withLock { s -> Bool in
             if s.started { return false }
@@ -138,10 +139,6 @@ public final class GPSClient: FixProvider, Sendable {
         if finished.wait(timeout: .now() + 1.0) == .success { finished.signal() }  // idempotent
     }
 
-    deinit {
-        // The thread holds `self` strongly while it runs, so deinit means it is gone.
-    }
-
     // MARK: the read path
 
     /// The fix fresh now, or nil: a cached read under a lock, never I/O.
@@ -168,9 +165,11 @@ public final class GPSClient: FixProvider, Sendable {
             }
             return fix
         }
+        let system = now.timeIntervalSince1970
         let seconds = ClockCheck.readTime(
-            systemNow: now.timeIntervalSince1970, recentFix: recent, monotonicNow: monotonic, timeFromGPS: true)
-        return Date(timeIntervalSince1970: seconds)
+            systemNow: system, recentFix: recent, monotonicNow: monotonic, timeFromGPS: true)
+        // `now` itself when the system clock stands: a Date rebuilt from 1970-based seconds is not bit-identical.
+        return seconds == system ? now : Date(timeIntervalSince1970: seconds)
     }
 
     /// A snapshot for `plings-bridge gps` and `doctor`.
