@@ -8,7 +8,9 @@ public enum LocationSource {
     /// The returned client (nil when disabled) is already started: call `waitForFirstReport(timeout:)` for a
     /// one-shot command, `readTime(now:)` for the read's timestamp, and `stop()` at shutdown. With
     /// `location.gpsd` set to an empty string, no gpsd is asked and only the fixed location is used.
-    public static func makeFixProvider(config: BridgeConfig, logger: Logger) -> (provider: any FixProvider, client: GPSClient?) {
+    public static func makeFixProvider(
+        config: BridgeConfig, logger: Logger
+    ) -> (provider: any FixProvider, client: GPSClient?) {
         let location = config.location
         guard location.enabled else { return (NoFixProvider(), nil) }
         var providers: [any FixProvider] = []

@@ -232,22 +232,26 @@ public final class GPSClient: FixProvider, Sendable {
     private func run(_ address: GPSDAddress) {
         var backoff = Self.initialBackoff
         let endpoint = "\(address.host):\(address.port)"
+        func waitBeforeRetrying() {
+            sleep(backoff)
+            backoff = min(backoff * 2, Self.maxBackoff)
+        }
+        func failed(_ why: String) {
+            state.withLock {
+                $0.attempts += 1
+                $0.lastAttemptFailed = true
+                $0.connected = false
+                $0.lastError = why
+            }
+            wake()
+            transition(
+                to: .waiting, .warn, "gpsd not reachable; retrying with backoff", [("gpsd", endpoint), ("error", why)])
+            waitBeforeRetrying()
+        }
         while !isStopping {
             var code: Int32 = 0
             guard let pointer = plings_gps_open(address.host, address.port, &code) else {
-                let why = String(cString: plings_gps_error_string(code))
-                state.withLock {
-                    $0.attempts += 1
-                    $0.lastAttemptFailed = true
-                    $0.connected = false
-                    $0.lastError = why
-                }
-                wake()
-                transition(
-                    to: .waiting, .warn, "gpsd not reachable; retrying with backoff",
-                    [("gpsd", endpoint), ("error", why)])
-                sleep(backoff)
-                backoff = min(backoff * 2, Self.maxBackoff)
+                failed(String(cString: plings_gps_error_string(code)))
                 continue
             }
             let connection = Connection(pointer)
@@ -263,10 +267,7 @@ public final class GPSClient: FixProvider, Sendable {
             if plings_gps_watch(pointer) != 0 || plings_gps_poll(pointer) != 0 {
                 let why = "could not start the watch: " + String(cString: strerror(errno))
                 close(connection, error: why)
-                wake()
-                transition(to: .waiting, .warn, "gpsd not reachable; retrying with backoff", [("gpsd", endpoint), ("error", why)])
-                sleep(backoff)
-                backoff = min(backoff * 2, Self.maxBackoff)
+                failed(why)
                 continue
             }
             state.withLock {
@@ -277,15 +278,17 @@ public final class GPSClient: FixProvider, Sendable {
             }
             wake()
             transition(to: .connected, .info, "connected to gpsd", [("gpsd", endpoint)])
-            backoff = Self.initialBackoff
-            let why = readLoop(connection)
+            let (why, reports) = readLoop(connection)
             close(connection, error: why)
             wake()
             if isStopping { break }
+            // Only a connection that delivered something resets the backoff: a gpsd that accepts and drops at once
+            // (the ECONNRESET race right after a kill, or a crash loop) must not be hammered every 0.5 s.
+            if reports > 0 { backoff = Self.initialBackoff }
             // gpsd going away (killed, restarted, reset right after a kill) is EOF or ECONNRESET: reconnect.
-            transition(to: .lost, .warn, "lost the connection to gpsd; reconnecting", [("gpsd", endpoint), ("error", why)])
-            sleep(backoff)
-            backoff = min(backoff * 2, Self.maxBackoff)
+            transition(
+                to: .lost, .warn, "lost the connection to gpsd; reconnecting", [("gpsd", endpoint), ("error", why)])
+            waitBeforeRetrying()
         }
     }
 
@@ -298,23 +301,25 @@ public final class GPSClient: FixProvider, Sendable {
         plings_gps_close(connection.pointer)
     }
 
-    /// Reads until the connection ends; returns why.
-    private func readLoop(_ connection: Connection) -> String {
+    /// Reads until the connection ends; returns why, and how many messages arrived.
+    private func readLoop(_ connection: Connection) -> (String, Int) {
         var raw = plings_gps_report()
         var empty = 0
+        var messages = 0
         while true {
             let status = plings_gps_read(connection.pointer, &raw)
             if status < 0 {
                 let number = errno
-                return number == 0 ? "end of stream" : String(cString: strerror(number))
+                return (number == 0 ? "end of stream" : String(cString: strerror(number)), messages)
             }
             if status == 0 {
                 // A partial line; a stream that only ever yields these is broken (guards against a busy loop).
                 empty += 1
-                if empty > 10_000 { return "gpsd sent no complete message" }
+                if empty > 10_000 { return ("gpsd sent no complete message", messages) }
                 continue
             }
             empty = 0
+            messages += 1
             let report = GPSReport.validate(
                 kind: raw.kind, flags: raw.flags, mode: raw.mode, latitude: raw.latitude, longitude: raw.longitude,
                 eph: raw.eph, epx: raw.epx, epy: raw.epy, time: raw.time, satellitesUsed: raw.satellites_used,

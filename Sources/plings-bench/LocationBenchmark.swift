@@ -58,7 +58,7 @@ enum LocationBenchmark {
             let fresh = client.currentFix() != nil
             client.stop()
             rows.append(BenchRow(
-                metric: "gpsd client CPU at \(rate) Hz over \(Int(wall)) s (process user+sys; fix fresh at end: \(fresh))",
+                metric: "gpsd client CPU at \(rate) Hz over \(Int(wall)) s (user+sys; fix fresh at end: \(fresh))",
                 ours: cpu / wall * 100, baseline: nil, unit: "% of a core", goal: "< 1 %", higherIsBetter: false))
             rows.append(BenchRow(
                 metric: "gpsd client CPU per receiver cycle (TPV + SKY + GST) at \(rate) Hz",

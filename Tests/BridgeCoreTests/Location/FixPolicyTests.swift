@@ -123,7 +123,8 @@ struct ClockCheckTests {
         #expect(ClockCheck.readTime(systemNow: now + 1, recentFix: skewed, monotonicNow: 51, timeFromGPS: false)
             == now + 1)
         let good = live(gpsTime: now + 1, receivedAt: 50)
-        #expect(ClockCheck.readTime(systemNow: now + 1, recentFix: good, monotonicNow: 50, timeFromGPS: true) == now + 1)
+        #expect(
+            ClockCheck.readTime(systemNow: now + 1, recentFix: good, monotonicNow: 50, timeFromGPS: true) == now + 1)
         #expect(ClockCheck.readTime(systemNow: now, recentFix: nil, monotonicNow: 50, timeFromGPS: true) == now)
     }
 }
