@@ -209,6 +209,21 @@ public final class GPSClient: FixProvider, Sendable {
         }
     }
 
+    /// Waits up to `timeout` seconds for a live fix (a streamed TPV, not gpsd's replayed cache); true when one is
+    /// held. `plings-bridge gps` uses it for the clock offset, which a replayed fix cannot tell.
+    @discardableResult
+    public func waitForLiveFix(timeout: Double) -> Bool {
+        let deadline = Date().addingTimeInterval(max(0, timeout))
+        events.lock()
+        defer { events.unlock() }
+        while true {
+            let (live, gone) = state.withLock { s in (s.liveFix != nil, s.stopping || !s.connected) }
+            if live { return true }
+            if gone { return false }
+            if !events.wait(until: deadline) { return state.withLock { $0.liveFix != nil } }
+        }
+    }
+
     // MARK: the connection thread
 
     private func wake() {

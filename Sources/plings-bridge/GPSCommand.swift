@@ -1,6 +1,7 @@
 import BridgeCore
 import Foundation
 import Location
+import Logging
 
 extension CLI {
     /// `plings-bridge gps [--json] [--gpsd HOST:PORT]`: asks gpsd once (waiting up to ~2 s for its first
@@ -19,9 +20,19 @@ extension CLI {
         guard GPSDAddress.parse(location.gpsd) != nil else {
             throw CommandFailure.config("location.gpsd must be HOST:PORT, got '\(location.gpsd)'")
         }
-        let client = GPSClient(config: location, logger: logger)
+        // The connection's state lines would only repeat what this command prints; keep errors (and debug).
+        let quiet = Logger(minimum: logger.minimum == .debug ? .debug : .error)
+        let client = GPSClient(config: location, logger: quiet)
         client.start()
-        _ = await waitForReport(client, timeout: 2)
+        let started = Date()
+        if await waitFor(client, { $0.waitForFirstReport(timeout: 2) }) {
+            // gpsd answers ?POLL; at once with its cached fix; a live one (next receiver cycle, <= 1 s at 1 Hz)
+            // is what tells the clock offset. Within the same ~2 s budget.
+            let left = 2 - Date().timeIntervalSince(started)
+            if client.status().mode.map({ $0 >= 2 }) ?? false, left > 0 {
+                _ = await waitFor(client, { $0.waitForLiveFix(timeout: left) })
+            }
+        }
         let status = client.status()
         client.stop()
         if args.json {
@@ -32,10 +43,10 @@ extension CLI {
         return 0
     }
 
-    /// The wait blocks a thread; keep it off the cooperative pool.
-    private func waitForReport(_ client: GPSClient, timeout: Double) async -> Bool {
+    /// The waits block a thread; keep them off the cooperative pool.
+    private func waitFor(_ client: GPSClient, _ wait: @escaping @Sendable (GPSClient) -> Bool) async -> Bool {
         await withCheckedContinuation { continuation in
-            Thread { continuation.resume(returning: client.waitForFirstReport(timeout: timeout)) }.start()
+            Thread { continuation.resume(returning: wait(client)) }.start()
         }
     }
 }

@@ -33,7 +33,8 @@ struct GPSCommandTests {
         #expect((json["fixAge"]?.doubleValue ?? 99) < 3)
         #expect(json["satellitesUsed"]?.intValue == 7)
         #expect(json["satellitesVisible"]?.intValue == 8)
-        for key in ["clockOffset"] { #expect(json[key] != nil, "\(key) present (null or a number)") }
+        // A live TPV follows gpsd's cached one within a 1 Hz cycle: the offset is known and small here.
+        #expect(abs(json["clockOffset"]?.doubleValue ?? 99) < 1)
     }
 
     @Test func gpsdAbsentIsReportedNotAFailure() throws {
