@@ -16,6 +16,8 @@ let package = Package(
         .target(name: "CCurlShim", linkerSettings: [.linkedLibrary("curl")]),
         // libc facilities Swift's Glibc module does not import (ntp_adjtime).
         .target(name: "CSysShim"),
+        // libgps behind a plain struct: gps_data_t never reaches Swift, version skew stays in one C file.
+        .target(name: "CGPSShim", linkerSettings: [.linkedLibrary("gps")]),
 
         // Pure logic: no I/O, Foundation only.
         .target(name: "BridgeCore"),
@@ -25,18 +27,24 @@ let package = Package(
         .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite"]),
         // Delivery to the API: HTTP client, delivery loop, backoff.
         .target(name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim"]),
+        // The gpsd client (one connection on its own thread) and the fixed-location fallback.
+        .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
-        .target(name: "Bridge", dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder", "CSysShim"]),
+        .target(
+            name: "Bridge", dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder", "Location", "CSysShim"]),
         // The CLI: thin.
-        .executableTarget(name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool"]),
+        .executableTarget(
+            name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "Location"]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
-            name: "plings-bench", dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging"]),
+            name: "plings-bench",
+            dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location"]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         // Test support: process runners and rig launchers (never linked into the product).
         .target(name: "BridgeTestSupport", path: "Sources/BridgeTestSupport"),
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
+        .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport", "CGPSShim"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),

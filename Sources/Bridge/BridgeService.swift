@@ -1,6 +1,7 @@
 import BridgeCore
 import Forwarder
 import Foundation
+import Location
 import Logging
 import Spool
 
@@ -35,19 +36,19 @@ public final class BridgeService: Sendable {
             logger.error("cannot open the spool", [("path", settings.spoolPath), ("error", error.description)])
             return 1
         }
-        let fixProvider = BridgeService.fixProvider(for: config)
+        let (fixProvider, gps) = LocationSource.makeFixProvider(config: config, logger: logger)
         let forwarder = settings.apiSettings(token: token).map { Forwarder(spool: spool, settings: $0, logger: logger) }
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
             fixProvider: fixProvider, debounce: BridgeService.debounceWindows(config), logger: logger,
-            onCommitted: { _ in forwarder?.wake() })
+            onCommitted: { _ in forwarder?.wake() }, timeSource: { gps?.readTime(now: $0) ?? $0 })
         forwarder?.start()
         let retention = Task { await pruneDelivered(spool: spool, every: 3600) }
         let reporter = StatusReporter(
             statusPath: StatusReporter.statusPath(
                 spoolPath: spool.path, environment: ProcessInfo.processInfo.environment),
             metricsPath: config.metrics.textfile, spool: spool, pipeline: pipeline, forwarder: forwarder,
-            sources: [], fixAge: { nil })
+            sources: [], fixAge: { gps?.status().fixAge })
         let reporting = Task { await reporter.run(interval: 5, metricsInterval: config.metrics.interval) }
 
         logSummary(spool: spool)
@@ -71,6 +72,7 @@ public final class BridgeService: Sendable {
         // Reads already submitted are committed first; then in-flight deliveries finish or are abandoned.
         pipeline.stop(timeout: 2)
         forwarder?.stop(timeout: 2.5)
+        gps?.stop()
         reporter.clear()
         logger.info("stopped")
         return 0
@@ -138,18 +140,11 @@ public final class BridgeService: Sendable {
 
     static func describeLocation(_ config: BridgeConfig) -> String {
         guard config.location.enabled else { return "disabled: scans carry no position" }
+        var text = "gpsd at \(config.location.gpsd) (fix used while younger than \(config.location.maxFixAge) s)"
         if let fixed = config.location.fixed {
-            return "fixed position \(fixed.latitude),\(fixed.longitude)"
+            text += ", else the fixed position \(fixed.latitude),\(fixed.longitude)"
         }
-        return "no position source: scans carry no position"
-    }
-
-    /// The fix seam: a fresh GPS fix first (when built), then the configured fixed location; nothing when
-    /// location is disabled.
-    public static func fixProvider(for config: BridgeConfig) -> any FixProvider {
-        guard config.location.enabled else { return NoFixProvider() }
-        if let fixed = config.location.fixed { return FixedFixProvider(fix: fixed) }
-        return NoFixProvider()
+        return text
     }
 
     public static func debounceWindows(_ config: BridgeConfig) -> [SourceKind: Double] {

@@ -41,6 +41,9 @@ public final class Pipeline: Sendable {
     private let debounceWindows: Mutex<[SourceKind: Double]>
     private let logger: Logger
     private let onCommitted: @Sendable ([NewScan]) -> Void
+    /// Maps a read's system time to the time to record (GPS time when the clock is found wrong and
+    /// `location.timeFromGPS` is set; identity otherwise).
+    private let timeSource: @Sendable (Date) -> Date
     private let queue = Mutex(Queue())
     private let tally = Mutex(Tally())
 
@@ -66,8 +69,10 @@ public final class Pipeline: Sendable {
 
     public init(
         spool: Spool, builder: ScanBuilder, fixProvider: any FixProvider, debounce: [SourceKind: Double],
-        logger: Logger, onCommitted: @escaping @Sendable ([NewScan]) -> Void = { _ in }
+        logger: Logger, onCommitted: @escaping @Sendable ([NewScan]) -> Void = { _ in },
+        timeSource: @escaping @Sendable (Date) -> Date = { $0 }
     ) {
+        self.timeSource = timeSource
         self.spool = spool
         self.builder = Mutex(builder)
         self.fixProvider = fixProvider
@@ -87,6 +92,8 @@ public final class Pipeline: Sendable {
 
     /// Hands a read to the pipeline. The fix is taken now, at the moment of the read, from memory.
     public func submit(_ read: Read, completion: (@Sendable (ReadOutcome) -> Void)? = nil) {
+        var read = read
+        read.time = timeSource(read.time)
         let item = Pending(
             read: read, fix: fixProvider.currentFix(), monotonic: MonotonicClock.now(), completion: completion)
         let accepted = queue.withLock { q -> Bool in

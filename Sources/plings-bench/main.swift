@@ -15,6 +15,8 @@ case "spool":
     SpoolBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "drain":
     DrainBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "location":
+    LocationBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "writer":
     SpoolWriter.run(arguments: Array(arguments.dropFirst()))
 default:
@@ -23,6 +25,7 @@ default:
         Usage: plings-bench <benchmark> [options]
           spool [--count N] [--dir DIR]   durable spool commits/s against raw SQLite, single reads and a burst
           drain [--count N] [--large N]   API drain throughput against a baseline client; large-drain time and RSS
+          location [--seconds N]          latency a fix adds to a read; gpsd client CPU at 1 Hz and 10 Hz (60 s each)
         """)
     exit(command == "help" || command == "--help" ? 0 : 2)
 }

@@ -1,6 +1,7 @@
 import Bridge
 import BridgeCore
 import Foundation
+import Location
 import Logging
 import Spool
 
@@ -37,6 +38,7 @@ struct CLI {
             case "run": return try await run(args.dropFirst())
             case "scan": return try await scan(args.dropFirst())
             case "spool": return try spool(args.dropFirst())
+            case "gps": return try await gps(args.dropFirst())
             case "version": return try version(args.dropFirst())
             case "doctor": return try doctor(args.dropFirst())
             case "status": return try status(args.dropFirst())
@@ -72,6 +74,7 @@ struct CLI {
         case "run": return Help.run
         case "scan": return Help.scan
         case "spool": return Help.spool
+        case "gps": return Help.gps
         case "version": return Help.version
         case "doctor": return Help.doctor
         case "status": return Help.status
@@ -156,8 +159,16 @@ struct CLI {
         let settings = try settings(args, sources: true)
         let token = try loadToken(settings)
         if let token { logger.addSecret(token) }
-        let read = Read(sourceKind: kind, device: args.value("--device") ?? "cli", raw: args.positional[0], time: Date())
-        let fix = BridgeService.fixProvider(for: settings.config).currentFix()
+        // Location: wait up to 1 s for gpsd's first report (a refused connection costs no wait), then take the
+        // fix fresh now, exactly like a read in the service.
+        let (provider, gps) = LocationSource.makeFixProvider(config: settings.config, logger: quietLogger())
+        if let gps { await waitInThread { gps.waitForFirstReport(timeout: 1) } }
+        let now = Date()
+        let read = Read(
+            sourceKind: kind, device: args.value("--device") ?? "cli", raw: args.positional[0],
+            time: gps?.readTime(now: now) ?? now)
+        let fix = provider.currentFix()
+        gps?.stop()
         let builder = ScanBuilder(parser: PlingsURLParser(hosts: settings.config.hosts))
 
         if args.has("--dry-run") {
@@ -188,6 +199,16 @@ struct CLI {
             return 0
         case .refused(let why):
             throw CommandFailure.runtime("read not accepted: \(why)")
+        }
+    }
+
+    /// gpsd's connection lines would only add noise to a one-shot command: errors only (unless debugging).
+    func quietLogger() -> Logger { Logger(minimum: logger.minimum == .debug ? .debug : .error) }
+
+    /// Runs a blocking wait on its own thread (never on the cooperative pool).
+    func waitInThread(_ body: @escaping @Sendable () -> Bool) async {
+        _ = await withCheckedContinuation { continuation in
+            Thread { continuation.resume(returning: body()) }.start()
         }
     }
 

@@ -12,6 +12,7 @@ enum Help {
                                    inspect and manage the local spool
           status                   the running service: sources, last reads, spool, delivery
           doctor                   checks pcscd, readers, udev rules, scanners, gpsd, clock, spool, API
+          gps                      gpsd status: connected, mode, position, accuracy, fix age, satellites
           version                  version and linked library versions
           help [COMMAND]           this text, or a command's
 
@@ -34,6 +35,17 @@ enum Help {
                                    the position of a gate that does not move
           --no-location            never attach a position
           --no-nfc, --no-hid       disable a source
+        """
+
+    static let gps = """
+        Usage: plings-bridge gps [--json] [--gpsd HOST:PORT] [options]
+
+        Asks gpsd (location.gpsd, default 127.0.0.1:2947) for its status, waiting up to 2 s for a report:
+        connected or not, fix mode, position, accuracy (metres), fix age, satellites used/visible, and the
+        system clock's offset from GPS time. gpsd not running is reported (connected false), exit 0.
+          --gpsd HOST:PORT         the gpsd to ask
+          --json                   {"connected", "mode", "latitude", "longitude", "accuracy", "fixAge",
+                                   "satellitesUsed", "satellitesVisible", "clockOffset", ...}; null when unknown
         """
 
     static let run = """

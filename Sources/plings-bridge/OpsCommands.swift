@@ -1,6 +1,7 @@
 import Bridge
 import BridgeCore
 import Foundation
+import Location
 
 extension CLI {
     /// `plings-bridge doctor [--json]`: every check with its finding and fix; exit 1 when one failed.
@@ -38,7 +39,31 @@ extension CLI {
 
     /// Checks contributed by the hardware modules (readers, scanners, gpsd).
     func hardwareChecks(_ settings: Settings) -> [DoctorCheck] {
-        []
+        [gpsCheck(settings.config)]
+    }
+
+    func gpsCheck(_ config: BridgeConfig) -> DoctorCheck {
+        let location = config.location
+        guard location.enabled else { return DoctorCheck("gpsd", .skip, "location disabled: scans carry no position") }
+        let client = GPSClient(config: location, logger: quietLogger())
+        client.start()
+        defer { client.stop() }
+        _ = client.waitForFirstReport(timeout: 1.5)
+        let status = client.status()
+        let fallback = location.fixed.map { "the fixed position \($0.latitude),\($0.longitude) is used" }
+        guard status.connected else {
+            return DoctorCheck(
+                "gpsd", fallback == nil ? .warn : .ok,
+                "gpsd at \(location.gpsd) not reachable" + (fallback.map { "; \($0)" } ?? ": scans carry no position"),
+                fix: fallback == nil ? "start gpsd (systemctl start gpsd) or set location.fixed for a gate that does not move" : "")
+        }
+        if status.fresh, let lat = status.latitude, let lon = status.longitude {
+            let accuracy = status.accuracy.map { String(format: " ±%.0f m", $0) } ?? ""
+            return DoctorCheck("gpsd", .ok, "gpsd has a fix: \(lat),\(lon)\(accuracy), mode \(status.mode ?? 0)D")
+        }
+        return DoctorCheck(
+            "gpsd", .warn, "gpsd reachable but no fresh fix (mode \(status.mode ?? 0))" + (fallback.map { "; \($0)" } ?? ""),
+            fix: "give the receiver a view of the sky; check `plings-bridge gps`")
     }
 
     /// `plings-bridge status [--json]`: the running service's snapshot (sources, last reads, spool, delivery).
