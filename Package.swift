@@ -8,6 +8,8 @@ let package = Package(
     products: [
         .executable(name: "plings-bridge", targets: ["plings-bridge"]),
         .executable(name: "plings-bench", targets: ["plings-bench"]),
+        // For the fuzz targets in Fuzz/ (a separate package that depends on this one by path).
+        .library(name: "BridgeCore", targets: ["BridgeCore"]),
     ],
     targets: [
         // C libraries, one system-library target each.

@@ -1,0 +1,21 @@
+// swift-tools-version:6.0
+// libFuzzer targets for every parser of outside bytes. A separate package so the default build of the
+// product never tries to link them (they have no main: libFuzzer provides it). Build and run: scripts/fuzz.
+import PackageDescription
+
+let targets = [
+    "fuzz-url", "fuzz-json", "fuzz-config", "fuzz-ndef", "fuzz-type2", "fuzz-type4", "fuzz-evdev",
+    "fuzz-api-response", "fuzz-gps",
+]
+
+let package = Package(
+    name: "plings-bridge-fuzz",
+    platforms: [.macOS(.v15)],
+    dependencies: [.package(name: "plings-bridge", path: "..")],
+    targets: targets.map { name in
+        .executableTarget(
+            name: name, dependencies: [.product(name: "BridgeCore", package: "plings-bridge")],
+            path: "Sources/\(name)")
+    },
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,20 @@
+import BridgeCore
+
+/// The API response classifier: first two bytes are the HTTP status, the next byte the Retry-After length,
+/// the rest header and body. Every answer maps to one outcome of design 2.3.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+    guard size >= 3 else { return 0 }
+    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    let status = 100 + (Int(bytes[0]) << 8 | Int(bytes[1])) % 500
+    let headerLength = min(Int(bytes[2]) % 16, size - 3)
+    let header = String(decoding: bytes[3..<(3 + headerLength)], as: UTF8.self)
+    let body = Array(bytes[(3 + headerLength)...])
+    let outcome = DeliveryClassifier.classify(status: status, retryAfterHeader: header, body: body)
+    switch outcome {
+    case .delivered(let response): precondition((200..<300).contains(status) && response.utf8.count <= 2052)
+    case .dead(let reason, _), .authPaused(let reason): precondition(!reason.isEmpty)
+    case .retry(let reason, let after): precondition(!reason.isEmpty && (after ?? 0) >= 0)
+    }
+    return 0
+}

@@ -1,0 +1,14 @@
+import BridgeCore
+
+/// Config loader: any file gives a configuration or an error naming the key; never a crash.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
+    var loader = ConfigLoader()
+    do {
+        try loader.applyFile(Array(UnsafeBufferPointer(start: data, count: size)), origin: "fuzz.json")
+        precondition(!loader.config.hosts.isEmpty)
+    } catch {
+        precondition(!error.message.isEmpty)
+    }
+    return 0
+}
