@@ -14,6 +14,10 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         // libcurl behind a few C functions (curl_easy_setopt is variadic; Swift cannot call it).
         .target(name: "CCurlShim", linkerSettings: [.linkedLibrary("curl")]),
+        // libudev: device enumeration and the hot-plug monitor for HID scanners.
+        .systemLibrary(name: "CUDev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
+        // evdev ioctl numbers and `struct input_event` access: function-like macros Swift cannot import.
+        .target(name: "CEvdevShim"),
 
         // Pure logic: no I/O, Foundation only.
         .target(name: "BridgeCore"),
@@ -23,19 +27,27 @@ let package = Package(
         .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite"]),
         // Delivery to the API: HTTP client, delivery loop, backoff.
         .target(name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim"]),
+        // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
+        .target(name: "HID", dependencies: ["BridgeCore", "Logging", "CUDev", "CEvdevShim"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
         .target(name: "Bridge", dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder"]),
         // The CLI: thin.
-        .executableTarget(name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool"]),
+        .executableTarget(
+            name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "HID"]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
-            name: "plings-bench", dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging"]),
+            name: "plings-bench", dependencies: [
+                "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "HID", "CEvdevShim",
+            ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         // Test support: process runners and rig launchers (never linked into the product).
         .target(name: "BridgeTestSupport", path: "Sources/BridgeTestSupport"),
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
+        .testTarget(
+            name: "HIDTests",
+            dependencies: ["HID", "BridgeCore", "Logging", "Bridge", "Spool", "BridgeTestSupport", "CEvdevShim"]),
     ],
     swiftLanguageModes: [.v6]
 )
