@@ -37,6 +37,7 @@ struct CLI {
             case "run": return try await run(args.dropFirst())
             case "scan": return try await scan(args.dropFirst())
             case "spool": return try spool(args.dropFirst())
+            case "scanners": return try scanners(args.dropFirst())
             case "version": return try version(args.dropFirst())
             case "help", "--help", "-h":
                 print(helpText(for: args.dropFirst().first))
@@ -70,6 +71,7 @@ struct CLI {
         case "run": return Help.run
         case "scan": return Help.scan
         case "spool": return Help.spool
+        case "scanners": return Help.scanners
         case "version": return Help.version
         default: return Help.main
         }
