@@ -116,3 +116,10 @@ enum Script {
 
     static let synDropped = InputEvent(type: Evdev.EV_SYN, code: Evdev.SYN_DROPPED, value: 0)
 }
+
+extension JSONValue {
+    var arrayValue: [JSONValue]? {
+        if case .array(let items) = self { return items }
+        return nil
+    }
+}
