@@ -54,8 +54,9 @@ public final class HIDSource: Sendable {
         (wakeRead, wakeWrite) = Self.makeWakePipe()
     }
 
-    /// A source without udev: scanners come only from `attach(fd:...)` (unit tests over pipes).
-    init(config: BridgeConfig.HID, logger: Logger, udev: Bool, submit: @escaping @Sendable (Read) -> Void) {
+    /// A source that may skip udev: with `udev: false` scanners come only from `attach(fd:name:layout:)`
+    /// (unit tests and `plings-bench hid` feed pipes carrying raw `input_event` records).
+    public init(config: BridgeConfig.HID, logger: Logger, udev: Bool, submit: @escaping @Sendable (Read) -> Void) {
         self.config = config
         self.logger = logger
         self.submit = submit
@@ -122,9 +123,9 @@ public final class HIDSource: Sendable {
         }
     }
 
-    /// Reads an already open fd as a scanner (tests: one end of a pipe carrying raw records). The source
-    /// owns the fd from now on.
-    func attach(fd: Int32, name: String, layout: KeyboardLayout? = nil) {
+    /// Reads an already open fd as a scanner named `name` (a pipe, FIFO or evdev node carrying raw
+    /// `input_event` records), with `layout` or the configured one. The source owns (and closes) the fd.
+    public func attach(fd: Int32, name: String, layout: KeyboardLayout? = nil) {
         let identity = ScannerIdentity(
             devnode: "fd:\(fd)", name: name, product: name, serial: nil, syspath: "",
             decoder: decoderConfiguration(layoutName: layout?.name))

@@ -40,8 +40,9 @@ final class ScannerReader {
     private let grab: Bool
     private let submit: @Sendable (Read) -> Void
     private(set) var scanners: [Int32: OpenScanner] = [:]
-    /// Read buffer: 256 records per read(2) call.
-    private var buffer = [UInt8](repeating: 0, count: 256 * InputEvent.size)
+    /// Read buffer: up to 2048 records per read(2) (a scanner sends a few per key; a pipe in a benchmark
+    /// holds up to 64 KiB, so this drains it in one call).
+    private var buffer = [UInt8](repeating: 0, count: 2048 * InputEvent.size)
 
     init(logger: Logger, grab: Bool, submit: @escaping @Sendable (Read) -> Void) {
         self.logger = logger

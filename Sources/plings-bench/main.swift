@@ -13,6 +13,8 @@ let command = arguments.first ?? "help"
 switch command {
 case "spool":
     SpoolBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "hid":
+    HIDBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "writer":
     SpoolWriter.run(arguments: Array(arguments.dropFirst()))
 default:
@@ -20,6 +22,8 @@ default:
         """
         Usage: plings-bench <benchmark> [options]
           spool [--count N] [--dir DIR]   durable spool commits/s against raw SQLite, single reads and a burst
+          hid [--lines N] [--samples N] [--dir DIR]
+                                          decoder events/s, reader loop through a pipe, KEY_ENTER -> committed
         """)
     exit(command == "help" || command == "--help" ? 0 : 2)
 }
