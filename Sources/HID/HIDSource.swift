@@ -146,7 +146,8 @@ public final class HIDSource: Sendable {
             layout = named
         } else {
             logger.warn(
-                "unknown keyboard layout: using us", [("layout", wanted), ("known", KeyboardLayout.names.joined(separator: ","))])
+                "unknown keyboard layout: using us",
+                [("layout", wanted), ("known", KeyboardLayout.names.joined(separator: ","))])
             layout = .us
         }
         return KeystrokeDecoder.Configuration(
@@ -208,7 +209,13 @@ public final class HIDSource: Sendable {
                 if entry.fd == wakeRead {
                     drainWakePipe()
                 } else if entry.fd == monitorFD {
-                    changed = handleHotplug(state) || changed
+                    if entry.revents & Int16(POLLERR | POLLNVAL) != 0 && entry.revents & Int16(POLLIN) == 0 {
+                        // A broken monitor socket would wake poll() forever: drop it rather than spin.
+                        logger.error("udev monitor failed: scanners plugged in from now on will not be seen")
+                        state.monitor = nil
+                    } else {
+                        changed = handleHotplug(state) || changed
+                    }
                 } else if entry.revents & Int16(POLLNVAL) != 0 {
                     state.reader.detach(fd: entry.fd, why: "fd closed")
                     changed = true
@@ -259,7 +266,8 @@ public final class HIDSource: Sendable {
             do {
                 state.monitor = try udev.monitor()
             } catch {
-                logger.warn("no udev monitor: scanners plugged in later will not be seen", [("error", error.description)])
+                logger.warn(
+                    "no udev monitor: scanners plugged in later will not be seen", [("error", error.description)])
             }
             let devices = udev.inputDevices()
             var scanners: [(InputDeviceInfo, ScannerMatcher.Verdict)] = []
@@ -268,14 +276,16 @@ public final class HIDSource: Sendable {
                 if verdict.matched {
                     scanners.append((device, verdict))
                 } else {
-                    logger.debug("keyboard is not a scanner", [("devnode", device.devnode), ("reason", verdict.reason)])
+                    logger.debug(
+                        "keyboard is not a scanner", [("devnode", device.devnode), ("reason", verdict.reason)])
                 }
             }
             let names = ScannerMatcher.stableNames(scanners.map(\.0))
             let now = Monotonic.now()
             for (device, verdict) in scanners {
                 let name = names[device.devnode] ?? device.devnode
-                logger.info("scanner found", [("device", name), ("devnode", device.devnode), ("reason", verdict.reason)])
+                logger.info(
+                    "scanner found", [("device", name), ("devnode", device.devnode), ("reason", verdict.reason)])
                 open(device, identity: identity(device, name: name, verdict: verdict), state: state, now: now)
             }
         } catch {
@@ -294,7 +304,7 @@ public final class HIDSource: Sendable {
         do {
             let fd = try EvdevNode.open(device.devnode)
             state.reader.attach(fd: fd, identity: identity)
-        } catch where error.errno == EACCES || error.errno == ENOENT || error.errno == EPERM {
+        } catch  where error.errno == EACCES || error.errno == ENOENT || error.errno == EPERM {
             if let index = state.pending.firstIndex(where: { $0.info.devnode == device.devnode }) {
                 state.pending[index].lastError = error
                 state.pending[index].next = now + Self.openRetryInterval
@@ -306,7 +316,8 @@ public final class HIDSource: Sendable {
             }
         } catch {
             logger.error(
-                "cannot open the scanner", [("device", identity.name), ("devnode", device.devnode), ("error", error.description)])
+                "cannot open the scanner",
+                [("device", identity.name), ("devnode", device.devnode), ("error", error.description)])
         }
     }
 
@@ -320,9 +331,11 @@ public final class HIDSource: Sendable {
             if now >= item.giveUp {
                 logger.error(
                     "cannot open the scanner: giving up",
-                    [("device", item.identity.name), ("devnode", item.info.devnode),
-                     ("error", item.lastError?.description ?? "unknown"),
-                     ("fix", "install udev/70-plings-bridge.rules and add the service user to group plings")])
+                    [
+                        ("device", item.identity.name), ("devnode", item.info.devnode),
+                        ("error", item.lastError?.description ?? "unknown"),
+                        ("fix", "install udev/70-plings-bridge.rules and add the service user to group plings"),
+                    ])
                 changed = true
                 continue
             }
@@ -346,16 +359,21 @@ public final class HIDSource: Sendable {
                 guard let device = event.info, device.isKeyboard else { continue }
                 let verdict = ScannerMatcher.verdict(for: device, rules: config.match)
                 guard verdict.matched else {
-                    logger.debug("keyboard plugged in is not a scanner", [("devnode", device.devnode), ("reason", verdict.reason)])
+                    logger.debug(
+                        "keyboard plugged in is not a scanner",
+                        [("devnode", device.devnode), ("reason", verdict.reason)])
                     continue
                 }
                 let open = state.reader.scanners.values
                 guard !open.contains(where: { $0.identity.devnode == device.devnode }) else { continue }
                 let serialTaken = open.contains { $0.identity.serial != nil && $0.identity.serial == device.serial }
                 let name = ScannerMatcher.stableName(device, serialIsUnique: !serialTaken)
-                logger.info("scanner plugged in", [("device", name), ("devnode", device.devnode), ("reason", verdict.reason)])
+                logger.info(
+                    "scanner plugged in", [("device", name), ("devnode", device.devnode), ("reason", verdict.reason)])
                 let before = state.reader.scanners.count
-                self.open(device, identity: identity(device, name: name, verdict: verdict), state: state, now: Monotonic.now())
+                self.open(
+                    device, identity: identity(device, name: name, verdict: verdict), state: state, now: Monotonic.now()
+                )
                 if state.reader.scanners.count != before { changed = true }
             case .remove:
                 state.pending.removeAll { $0.info.syspath == event.syspath }

@@ -66,7 +66,8 @@ extension HIDSource {
         do {
             fd = try EvdevNode.open(info.devnode)
         } catch {
-            info.problem = error.errno == EACCES
+            info.problem =
+                error.errno == EACCES
                 ? "\(error.description): is the udev rule installed and this user in group plings?"
                 : error.description
             return
@@ -82,7 +83,7 @@ extension HIDSource {
             try EvdevNode.grab(fd, true)
             info.grabbable = true
             try? EvdevNode.grab(fd, false)
-        } catch where error.errno == EBUSY {
+        } catch  where error.errno == EBUSY {
             info.problem = "grabbed by another process (a running plings-bridge?): \(error.description)"
         } catch {
             info.problem = error.description

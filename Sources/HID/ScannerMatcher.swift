@@ -35,7 +35,8 @@ public enum ScannerMatcher {
         let id = "\(device.vendor ?? "????"):\(device.model ?? "????")"
         return Verdict(
             matched: false,
-            reason: "not a known scanner: \(id) has no PLINGS_SCANNER=1 from the udev rule and no hid.match rule matches",
+            reason:
+                "not a known scanner: \(id) has no PLINGS_SCANNER=1 from the udev rule and no hid.match rule matches",
             layout: nil)
     }
 

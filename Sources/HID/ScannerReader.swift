@@ -94,13 +94,14 @@ final class ScannerReader {
         do {
             try EvdevNode.grab(scanner.fd, true)
             scanner.grabbed = true
-        } catch where error.errno == EBUSY {
+        } catch  where error.errno == EBUSY {
             logger.error(
                 "scanner is grabbed by another process: its scans go there, not to plings-bridge",
                 fields + [("error", error.description), ("fix", "stop the other reader (another plings-bridge?)")])
         } catch {
             // A pipe, FIFO or pty (tests, umockdev without an ioctl handler) answers ENOTTY: read ungrabbed.
-            logger.warn("cannot grab the scanner: reading without exclusive access", fields + [("error", error.description)])
+            logger.warn(
+                "cannot grab the scanner: reading without exclusive access", fields + [("error", error.description)])
         }
     }
 
@@ -150,7 +151,8 @@ final class ScannerReader {
                 return false
             default:
                 logger.error(
-                    "scanner read failed: closing it", [("device", scanner.identity.name), ("error", SystemError("read", errno: code).description)])
+                    "scanner read failed: closing it",
+                    [("device", scanner.identity.name), ("error", SystemError("read", errno: code).description)])
                 detach(fd: fd, why: "read error")
                 return false
             }

@@ -136,7 +136,10 @@ enum HIDBenchmark {
         for n in 0..<samples {
             let events = EventScript.typing("https://s.plings.io/?t=q&i=Lat\(n)x&p=4.2.\(n)", layout: .us) ?? []
             // The last two reports are the Enter press and its release.
-            guard let press = events.lastIndex(where: { $0.type == Evdev.EV_KEY && $0.code == Evdev.KEY_ENTER && $0.value == 1 })
+            guard
+                let press = events.lastIndex(where: {
+                    $0.type == Evdev.EV_KEY && $0.code == Evdev.KEY_ENTER && $0.value == 1
+                })
             else { continue }
             let pressEnd = events[press...].firstIndex { $0.type == Evdev.EV_SYN } ?? press
             let reportStart = events[..<press].lastIndex { $0.type == Evdev.EV_SYN }.map { $0 + 1 } ?? press
@@ -159,8 +162,10 @@ enum HIDBenchmark {
         let sorted = latencies.sorted()
         let toSubmit = decodeLatencies.sorted()
         guard !sorted.isEmpty, !toSubmit.isEmpty else { return (0, 0, 0) }
-        return (sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)],
-                toSubmit[toSubmit.count / 2])
+        return (
+            sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)],
+            toSubmit[toSubmit.count / 2]
+        )
     }
 
     static func write(_ fd: Int32, _ bytes: [UInt8]) {

@@ -37,8 +37,9 @@ extension CLI {
             print("    \(info.matched ? "scanner" : "ignored"): \(info.reason)")
             if let stable = info.stableName { print("    name: \(stable)  layout: \(info.layout ?? "-")") }
             print("    serial: \(info.serial ?? "-")  path: \(info.path ?? "-")")
-            print("    openable: \(info.openable ? "yes" : "no")  grabbable: \(info.grabbable ? "yes" : "no")"
-                + (info.problem.map { "  (\($0))" } ?? ""))
+            print(
+                "    openable: \(info.openable ? "yes" : "no")  grabbable: \(info.grabbable ? "yes" : "no")"
+                    + (info.problem.map { "  (\($0))" } ?? ""))
         }
         return 0
     }
@@ -69,7 +70,10 @@ extension CLI {
             if reached { done.signal() }
         }
         @Sendable func readJSON(_ read: Read) -> [(String, JSONValue)] {
-            [("device", .string(read.device)), ("raw", .string(read.raw)), ("time", .string(Timestamp.format(read.time)))]
+            [
+                ("device", .string(read.device)), ("raw", .string(read.raw)),
+                ("time", .string(Timestamp.format(read.time))),
+            ]
         }
         var pipeline: Pipeline?
         if args.has("--pipeline") {
@@ -85,8 +89,10 @@ extension CLI {
                     var fields = readJSON(read)
                     switch outcome {
                     case .accepted(let scan):
-                        fields += [("outcome", .string("accepted")), ("id", .string(scan.id)),
-                                   ("state", .string(scan.state.rawValue))]
+                        fields += [
+                            ("outcome", .string("accepted")), ("id", .string(scan.id)),
+                            ("state", .string(scan.state.rawValue)),
+                        ]
                     case .debounced:
                         fields.append(("outcome", .string("debounced")))
                     case .refused(let why):

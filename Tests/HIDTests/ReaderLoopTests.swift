@@ -54,6 +54,16 @@ struct ReaderLoopTests {
         #expect(reads.map(\.raw) == ["AB" + text])
     }
 
+    /// The symptom docs/operations.md names for a scanner country that differs from `hid.layout`.
+    @Test func layoutMismatchShowsAsWrongCharacters() {
+        let (source, collector, _) = source { $0.layout = "se" }
+        defer { source.stop() }
+        let pipe = EventPipe()
+        source.attach(fd: pipe.readFD, name: "mismatch")
+        pipe.write(Script.typing("https://", .us))
+        #expect(collector.wait(for: 1).map(\.raw) == ["httpsÖ--"])
+    }
+
     @Test func bytesSplitAcrossWritesStillDecode() {
         let (source, collector, _) = source()
         defer { source.stop() }
@@ -75,7 +85,8 @@ struct ReaderLoopTests {
         let pipe = EventPipe()
         source.attach(fd: pipe.readFD, name: "drops")
         let broken = Script.typing("broken-line", .us)
-        pipe.write(Array(broken.prefix(broken.count / 2)) + [Script.synDropped] + Array(broken.suffix(broken.count / 2)))
+        pipe.write(
+            Array(broken.prefix(broken.count / 2)) + [Script.synDropped] + Array(broken.suffix(broken.count / 2)))
         pipe.write(Script.typing("good-line", .us))
         #expect(collector.wait(for: 1).map(\.raw) == ["good-line"])
         #expect(log.wait(for: "SYN_DROPPED"))

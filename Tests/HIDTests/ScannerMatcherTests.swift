@@ -40,7 +40,9 @@ struct ScannerMatcherTests {
         // A rule also wins over the udev tag, so its layout applies.
         let tagged = ScannerMatcher.verdict(for: zebra, rules: [.init(serial: "S1", layout: "de")])
         #expect(tagged.matched && tagged.layout == "de" && tagged.reason.hasPrefix("hid.match[0]"))
-        #expect(ScannerMatcher.verdict(for: zebra, rules: [.init(serial: "Symbol_Scanner_S1", layout: "fr")]).layout == "fr")
+        #expect(
+            ScannerMatcher.verdict(for: zebra, rules: [.init(serial: "Symbol_Scanner_S1", layout: "fr")]).layout == "fr"
+        )
         #expect(ScannerMatcher.verdict(for: keyboard, rules: [.init(path: "pci-0000:00:14.0-usb-0:4:1.0")]).matched)
         #expect(!ScannerMatcher.verdict(for: keyboard, rules: [.init(path: "pci-0000:00:14.0-usb-0:5:1.0")]).matched)
     }

@@ -77,11 +77,14 @@ struct UmockdevTests {
         #expect(result.status == 0, "\(result.stderr)")
         let array = try #require(try JSONParser.parse(result.stdout.trimmingASCIIWhitespace()).arrayValue)
         #expect(array.count == 4)
-        let byNode = Dictionary(uniqueKeysWithValues: array.compactMap { item in
-            item["devnode"]?.stringValue.map { ($0, item) }
-        })
+        let byNode = Dictionary(
+            uniqueKeysWithValues: array.compactMap { item in
+                item["devnode"]?.stringValue.map { ($0, item) }
+            })
         let zebra = try #require(byNode["/dev/input/event3"])
-        for key in ["devnode", "name", "vendor", "model", "serial", "path", "matched", "reason", "openable", "grabbable"] {
+        for key in [
+            "devnode", "name", "vendor", "model", "serial", "path", "matched", "reason", "openable", "grabbable",
+        ] {
             #expect(zebra[key] != nil, "missing \(key)")
         }
         #expect(zebra["vendor"] == .string("05e0") && zebra["model"] == .string("1200"))
@@ -212,12 +215,14 @@ struct UmockdevTests {
                 "/dev/input/event6": Script.typing(Self.url2, .us, modifiers: .separateReport),
             ], count: 2)
         #expect(result.status == 0, "\(result.stderr)")
-        let got = Set(lines.compactMap { line in
-            line["device"]?.stringValue.flatMap { device in line["raw"]?.stringValue.map { "\(device)=\($0)" } }
-        })
-        #expect(got == [
-            "Symbol_Bar_Code_Scanner_DS2208=\(Self.url1)", "Honeywell_Imaging_Scanner_19123B4567=\(Self.url2)",
-        ])
+        let got = Set(
+            lines.compactMap { line in
+                line["device"]?.stringValue.flatMap { device in line["raw"]?.stringValue.map { "\(device)=\($0)" } }
+            })
+        #expect(
+            got == [
+                "Symbol_Bar_Code_Scanner_DS2208=\(Self.url1)", "Honeywell_Imaging_Scanner_19123B4567=\(Self.url2)",
+            ])
     }
 
     @Test func duplicateInsideTheDebounceWindowIsCommittedOnce() throws {
@@ -235,7 +240,8 @@ struct UmockdevTests {
         #expect(result.status == 0, "\(result.stderr)")
         #expect(lines.map { $0["outcome"] } == [.string("accepted"), .string("debounced"), .string("accepted")])
         #expect(lines.map { $0["state"] } == [.string("pending"), nil, .string("unrecognized")])
-        let list = try ProcessRunner.run(binary, ["spool", "list", "--json", "--spool", spool], environment: environment(dir))
+        let list = try ProcessRunner.run(
+            binary, ["spool", "list", "--json", "--spool", spool], environment: environment(dir))
         #expect(list.status == 0)
         let records = try list.stdoutLines.map { try JSONParser.parse($0) }
         #expect(records.count == 2)
@@ -269,13 +275,16 @@ struct UmockdevTests {
         let report = try driver(
             "hotplug", [Self.zebra3, first, Self.zebra4, second], ["scanners", "--watch", "--duration", "30"], dir)
         #expect(report["ok"] == .bool(true), "\(report)")
-        let reads = try (report["stdout"]?.arrayValue ?? []).compactMap { try JSONParser.parse($0.stringValue ?? "")["raw"] }
+        let reads = try (report["stdout"]?.arrayValue ?? []).compactMap {
+            try JSONParser.parse($0.stringValue ?? "")["raw"]
+        }
         #expect(reads == [.string("scan-1"), .string("scan-2")])
         let stderr = report["stderr"]?.stringValue ?? ""
         #expect(stderr.contains("no scanners found: waiting for one to be plugged in"))
         #expect(stderr.contains("devnode=/dev/input/event3 why=unplugged"))
         #expect(stderr.components(separatedBy: "grabbed=true").count - 1 == 2)
-        #expect(stderr.contains("msg=\"scanner attached\" device=Symbol_Bar_Code_Scanner_DS2208 devnode=/dev/input/event4"))
+        #expect(
+            stderr.contains("msg=\"scanner attached\" device=Symbol_Bar_Code_Scanner_DS2208 devnode=/dev/input/event4"))
     }
 
     @Test func grabHeldByAnotherProcessIsSaidClearly() throws {
