@@ -89,11 +89,13 @@ final class ScannerReader {
     }
 
     private func takeGrab(_ scanner: OpenScanner) {
+        let deferred = scanner.grabPending
         scanner.grabPending = false
         let fields = [("device", scanner.identity.name), ("devnode", scanner.identity.devnode)]
         do {
             try EvdevNode.grab(scanner.fd, true)
             scanner.grabbed = true
+            if deferred { logger.info("scanner grabbed: the held key was released", fields) }
         } catch  where error.errno == EBUSY {
             logger.error(
                 "scanner is grabbed by another process: its scans go there, not to plings-bridge",

@@ -303,4 +303,25 @@ struct UmockdevTests {
         #expect(array.first?["openable"] == .bool(true) && array.first?["grabbable"] == .bool(false))
         #expect(array.first?["problem"]?.stringValue?.contains("grabbed by another process") == true)
     }
+    @Test func grabWaitsUntilTheHeldKeyIsReleased() throws {
+        let dir = TemporaryDirectory("hid-umockdev")
+        defer { dir.remove() }
+        // The scanner was opened while KEY_A was down: its release comes first, then a scan.
+        let release = [
+            InputEvent(seconds: 1, microseconds: 0, type: Evdev.EV_KEY, code: Evdev.KEY_A, value: 0),
+            InputEvent(seconds: 1, microseconds: 0, type: Evdev.EV_SYN, code: Evdev.SYN_REPORT, value: 0),
+        ]
+        let events = evemuFile(dir, "held.events", release + Script.typing("after-release", .us, start: 1_005_000))
+        let report = try driver(
+            "heldkey", [Self.zebra3, events], ["scanners", "--watch", "--count", "1", "--duration", "15"], dir)
+        let lines = report["stdout"]?.arrayValue?.compactMap(\.stringValue) ?? []
+        #expect(lines.count == 2)
+        #expect(try lines.first.map { try JSONParser.parse($0)["raw"] } == .string("after-release"))
+        #expect(try lines.last.map { try JSONParser.parse($0)["grabs"] } == .integer(1))
+        let stderr = report["stderr"]?.stringValue ?? ""
+        let waiting = try #require(stderr.range(of: "scanner has a key held: grabbing once it is released"))
+        let grabbed = try #require(stderr.range(of: "scanner grabbed: the held key was released"))
+        #expect(waiting.lowerBound < grabbed.lowerBound)
+        #expect(!stderr.contains("cannot read the scanner's held keys"))
+    }
 }

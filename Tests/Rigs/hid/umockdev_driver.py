@@ -9,6 +9,9 @@ Run under umockdev-wrapper with /usr/bin/python3 (it has python3-gi; the pyenv p
       name crashes umockdev 0.17.16) with EVENTS2, waits for that line, then stops CMD.
   umockdev-wrapper /usr/bin/python3 umockdev_driver.py ebusy DEV EVENTS -- CMD...
       DEV's node answers EVIOCGRAB with EBUSY (another process holds the grab) and CMD runs to its end.
+  umockdev-wrapper /usr/bin/python3 umockdev_driver.py heldkey DEV EVENTS -- CMD...
+      DEV's node says KEY_A is held (EVIOCGKEY); EVIOCGRAB calls are counted and reported as a last
+      stdout line {"grabs": N}.
 
 Prints one JSON object: {"ok", "stdout": [lines], "stderr": text, "step"}; every wait is bounded.
 """
@@ -137,6 +140,52 @@ class BusyGrab(UMockdev.IoctlBase):
         return False
 
 
+class HeldKey(UMockdev.IoctlBase):
+    """Answers EVIOCGKEY with KEY_A held (as if the scanner was mid-keystroke when opened) and counts grabs."""
+
+    EVIOCGKEY_96 = 0x80604518
+    KEY_A = 30
+
+    def __init__(self):
+        super().__init__()
+        self.grabs = 0
+
+    def do_handle_ioctl(self, client):
+        request = client.get_request()
+        if request == self.EVIOCGKEY_96:
+            bitmap = bytearray(96)
+            bitmap[self.KEY_A // 8] |= 1 << (self.KEY_A % 8)
+            client.get_arg().resolve(0, 96).update(0, bytes(bitmap))
+            client.complete(96, 0)
+            return True
+        if request == EVIOCGRAB:
+            self.grabs += 1
+            client.complete(0, 0)
+            return True
+        return False
+
+
+def heldkey(args, command):
+    dev, events = args
+    testbed = UMockdev.Testbed.new()
+    if not testbed.add_from_file(dev):
+        raise RuntimeError("cannot add " + dev)
+    context = GLib.MainContext.new()
+    loop = GLib.MainLoop.new(context, False)
+    context.push_thread_default()
+    handler = HeldKey()
+    testbed.attach_ioctl(node(dev), handler)
+    context.pop_thread_default()
+    threading.Thread(target=loop.run, daemon=True).start()
+    testbed.load_evemu_events(node(dev), events)
+    child = Child(command)
+    child.proc.wait(timeout=30)
+    child.finish()
+    loop.quit()
+    child.lines.append(json.dumps({"grabs": handler.grabs}))
+    return report(child.proc.returncode == 0, "run", child)
+
+
 def ebusy(args, command):
     dev, events = args
     testbed = UMockdev.Testbed.new()
@@ -163,7 +212,7 @@ def main():
     split = sys.argv.index("--")
     mode, args, command = sys.argv[1], sys.argv[2:split], sys.argv[split + 1:]
     os.environ.setdefault("PYTHONUNBUFFERED", "1")
-    sys.exit({"hotplug": hotplug, "ebusy": ebusy}[mode](args, command))
+    sys.exit({"hotplug": hotplug, "ebusy": ebusy, "heldkey": heldkey}[mode](args, command))
 
 
 if __name__ == "__main__":
