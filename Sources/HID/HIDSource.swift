@@ -14,6 +14,7 @@ import Synchronization
 public final class HIDSource: Sendable {
     private enum Command: Sendable {
         case attach(fd: Int32, identity: ScannerIdentity)
+        case open(InputDeviceInfo, ScannerIdentity)
     }
 
     private struct Control: Sendable {
@@ -130,6 +131,17 @@ public final class HIDSource: Sendable {
             devnode: "fd:\(fd)", name: name, product: name, serial: nil, syspath: "",
             decoder: decoderConfiguration(layoutName: layout?.name))
         control.withLock { $0.commands.append(.attach(fd: fd, identity: identity)) }
+        wake()
+    }
+
+    /// Opens `devnode` as a scanner named `name` the way a udev add does, EACCES/ENOENT retries included
+    /// (tests: a FIFO that appears late).
+    func open(devnode: String, name: String) {
+        let device = InputDeviceInfo(devnode: devnode, syspath: devnode, name: name, tagged: true)
+        let identity = ScannerIdentity(
+            devnode: devnode, name: name, product: name, serial: nil, syspath: devnode,
+            decoder: decoderConfiguration(layoutName: nil))
+        control.withLock { $0.commands.append(.open(device, identity)) }
         wake()
     }
 
@@ -254,6 +266,8 @@ public final class HIDSource: Sendable {
             switch command {
             case .attach(let fd, let identity):
                 state.reader.attach(fd: fd, identity: identity)
+            case .open(let device, let identity):
+                open(device, identity: identity, state: state, now: Monotonic.now())
             }
         }
         return !commands.isEmpty
@@ -309,6 +323,9 @@ public final class HIDSource: Sendable {
                 state.pending[index].lastError = error
                 state.pending[index].next = now + Self.openRetryInterval
             } else {
+                logger.debug(
+                    "cannot open the scanner yet: retrying",
+                    [("device", identity.name), ("devnode", device.devnode), ("error", error.description)])
                 state.pending.append(
                     PendingOpen(
                         info: device, identity: identity, next: now + Self.openRetryInterval,

@@ -1,4 +1,5 @@
 import BridgeCore
+import BridgeTestSupport
 import CEvdevShim
 import Foundation
 import Glibc
@@ -156,6 +157,28 @@ struct ReaderLoopTests {
         b.write(Script.typing("from-b", .us))
         #expect(collector.wait(for: 2).map(\.raw) == ["from-a", "from-b"])
         #expect(source.summary.hasPrefix("1 scanner: B"))
+    }
+
+    /// udev may announce a node before its permissions (or the node itself) are in place: the open is
+    /// retried briefly instead of giving up on the scanner.
+    @Test func openIsRetriedUntilTheNodeAppears() throws {
+        let (source, collector, log) = source()
+        defer { source.stop() }
+        let dir = TemporaryDirectory("hid-fifo")
+        defer { dir.remove() }
+        let path = dir.file("event7")
+        source.open(devnode: path, name: "late")
+        // The first attempt fails (no node); the node appears while retries are pending.
+        #expect(log.wait(for: "cannot open the scanner yet: retrying"))
+        #expect(mkfifo(path, 0o600) == 0)
+        // Blocks until the reader's retry opened the FIFO: that open is what this test is about.
+        let writer = Glibc.open(path, O_WRONLY)
+        try #require(writer >= 0)
+        defer { _ = Glibc.close(writer) }
+        let bytes = InputEvent.encode(Script.typing("late-node", .us))
+        #expect(bytes.withUnsafeBytes { Glibc.write(writer, $0.baseAddress, $0.count) } == bytes.count)
+        #expect(collector.wait(for: 1).map(\.raw) == ["late-node"])
+        #expect(log.contents.contains("msg=\"scanner attached\" device=late devnode=\(path)"))
     }
 
     @Test func stopReturnsWithinOneSecondAndClosesTheNodes() {
