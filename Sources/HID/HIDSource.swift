@@ -148,7 +148,8 @@ public final class HIDSource: Sendable {
     private func wake() {
         guard wakeWrite >= 0 else { return }
         var byte: UInt8 = 1
-        _ = Glibc.write(wakeWrite, &byte, 1)
+        // EAGAIN means the pipe is full: a wake-up is pending already.
+        _ = try? systemCall("write") { Glibc.write(wakeWrite, &byte, 1) }
     }
 
     func decoderConfiguration(layoutName: String?) -> KeystrokeDecoder.Configuration {
@@ -207,12 +208,16 @@ public final class HIDSource: Sendable {
             if monitorFD >= 0 { fds.append(pollfd(fd: monitorFD, events: Int16(POLLIN), revents: 0)) }
             for fd in state.reader.scanners.keys { fds.append(pollfd(fd: fd, events: Int16(POLLIN), revents: 0)) }
 
-            let result = fds.withUnsafeMutableBufferPointer { buffer in
-                Glibc.poll(buffer.baseAddress, nfds_t(buffer.count), pollTimeout(state))
-            }
-            if result < 0 && errno != EINTR {
-                logger.error("poll failed", [("error", SystemError("poll", errno: errno).description)])
-                // Never spin on a persistent poll error.
+            let timeout = pollTimeout(state)
+            do {
+                try systemCall("poll") {
+                    fds.withUnsafeMutableBufferPointer { buffer in
+                        Glibc.poll(buffer.baseAddress, nfds_t(buffer.count), timeout)
+                    }
+                }
+            } catch {
+                logger.error("poll failed", [("error", error.description)])
+                // Never spin on a persistent poll error (ENOMEM): pause, then rebuild the set.
                 usleep(100_000)
                 continue
             }
@@ -231,7 +236,7 @@ public final class HIDSource: Sendable {
                 } else if entry.revents & Int16(POLLNVAL) != 0 {
                     state.reader.detach(fd: entry.fd, why: "fd closed")
                     changed = true
-                } else if !state.reader.drain(fd: entry.fd) {
+                } else if !state.reader.drain(fd: entry.fd, hangUp: entry.revents & Int16(POLLHUP | POLLERR) != 0) {
                     changed = true
                 }
             }

@@ -122,42 +122,42 @@ final class ScannerReader {
     /// Reads everything `fd` has now (until EAGAIN). Returns false when the device is gone (EOF, ENODEV, EIO)
     /// and has been detached.
     @discardableResult
-    func drain(fd: Int32, now: () -> Double = Monotonic.now) -> Bool {
+    func drain(fd: Int32, hangUp: Bool = false, now: () -> Double = Monotonic.now) -> Bool {
         guard let scanner = scanners[fd] else { return false }
         while true {
-            let count = buffer.withUnsafeMutableBytes { raw in Glibc.read(fd, raw.baseAddress, raw.count) }
-            if count > 0 {
-                let time = now()
-                buffer.withUnsafeBytes { raw in
-                    let chunk = UnsafeRawBufferPointer(rebasing: raw[0..<count])
-                    scanner.parser.parse(chunk) { event in
-                        scanner.decoder.feed(event, now: time) { self.handle($0, scanner) }
-                    }
+            let count: Int
+            do {
+                count = try systemCall("read") {
+                    buffer.withUnsafeMutableBytes { raw in Glibc.read(fd, raw.baseAddress, raw.count) }
                 }
-                afterEvents(scanner)
-                if count < buffer.count { return true }
-                continue
+            } catch  where error.errno == EAGAIN {
+                // Drained. A hang-up with nothing to read would wake poll() forever: that node is gone.
+                guard hangUp else { return true }
+                detach(fd: fd, why: "hang-up")
+                return false
+            } catch  where error.errno == ENODEV || error.errno == EIO {
+                detach(fd: fd, why: error.description)
+                return false
+            } catch {
+                logger.error(
+                    "scanner read failed: closing it",
+                    [("device", scanner.identity.name), ("error", error.description)])
+                detach(fd: fd, why: "read error")
+                return false
             }
             if count == 0 {
                 detach(fd: fd, why: "end of file")
                 return false
             }
-            let code = errno
-            switch code {
-            case EINTR:
-                continue
-            case EAGAIN:
-                return true
-            case ENODEV, EIO:
-                detach(fd: fd, why: SystemError("read", errno: code).description)
-                return false
-            default:
-                logger.error(
-                    "scanner read failed: closing it",
-                    [("device", scanner.identity.name), ("error", SystemError("read", errno: code).description)])
-                detach(fd: fd, why: "read error")
-                return false
+            let time = now()
+            buffer.withUnsafeBytes { raw in
+                let chunk = UnsafeRawBufferPointer(rebasing: raw[0..<count])
+                scanner.parser.parse(chunk) { event in
+                    scanner.decoder.feed(event, now: time) { self.handle($0, scanner) }
+                }
             }
+            afterEvents(scanner)
+            if count < buffer.count && !hangUp { return true }
         }
     }
 
