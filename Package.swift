@@ -20,6 +20,10 @@ let package = Package(
         .target(name: "CSysShim"),
         // libgps behind a plain struct: gps_data_t never reaches Swift, version skew stays in one C file.
         .target(name: "CGPSShim", linkerSettings: [.linkedLibrary("gps")]),
+        // libudev: device enumeration and the hot-plug monitor for HID scanners.
+        .systemLibrary(name: "CUDev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
+        // evdev ioctl numbers and `struct input_event` access: function-like macros Swift cannot import.
+        .target(name: "CEvdevShim"),
 
         // Pure logic: no I/O, Foundation only.
         .target(name: "BridgeCore"),
@@ -31,16 +35,21 @@ let package = Package(
         .target(name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim"]),
         // The gpsd client (one connection on its own thread) and the fixed-location fallback.
         .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim"]),
+        // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
+        .target(name: "HID", dependencies: ["BridgeCore", "Logging", "CUDev", "CEvdevShim"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
         .target(
-            name: "Bridge", dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder", "Location", "CSysShim"]),
+            name: "Bridge",
+            dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder", "Location", "HID", "CSysShim"]),
         // The CLI: thin.
         .executableTarget(
-            name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "Location"]),
+            name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID"]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
             name: "plings-bench",
-            dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location"]),
+            dependencies: [
+                "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
+            ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         // Test support: process runners and rig launchers (never linked into the product).
@@ -50,6 +59,9 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
+        .testTarget(
+            name: "HIDTests",
+            dependencies: ["HID", "BridgeCore", "Logging", "Bridge", "Spool", "BridgeTestSupport", "CEvdevShim"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -43,15 +43,17 @@ public final class BridgeService: Sendable {
             fixProvider: fixProvider, debounce: BridgeService.debounceWindows(config), logger: logger,
             onCommitted: { _ in forwarder?.wake() }, timeSource: { gps?.readTime(now: $0) ?? $0 })
         forwarder?.start()
+        let sources = SourceSet(logger: logger, submit: { pipeline.submit($0) })
+        sources.apply(config)
         let retention = Task { await pruneDelivered(spool: spool, every: 3600) }
         let reporter = StatusReporter(
             statusPath: StatusReporter.statusPath(
                 spoolPath: spool.path, environment: ProcessInfo.processInfo.environment),
             metricsPath: config.metrics.textfile, spool: spool, pipeline: pipeline, forwarder: forwarder,
-            sources: [], fixAge: { gps?.status().fixAge })
+            sources: sources.reporterSources, fixAge: { gps?.status().fixAge })
         let reporting = Task { await reporter.run(interval: 5, metricsInterval: config.metrics.interval) }
 
-        logSummary(spool: spool)
+        logSummary(spool: spool, sources: sources)
         let systemd = SystemdNotifier()
         systemd.notify("READY=1\nSTATUS=" + (config.api.url == nil ? "spooling locally" : "delivering to the API"))
         let watchdog = Task { await feedWatchdog(systemd, pipeline: pipeline) }
@@ -59,7 +61,7 @@ public final class BridgeService: Sendable {
         // Idle: nothing runs until a signal arrives (the forwarder sleeps on its own thread).
         for await number in signals {
             if number == SIGHUP {
-                reload(forwarder: forwarder, pipeline: pipeline)
+                reload(forwarder: forwarder, pipeline: pipeline, sources: sources)
                 continue
             }
             logger.info("stopping", [("signal", number == SIGTERM ? "SIGTERM" : "SIGINT")])
@@ -69,7 +71,9 @@ public final class BridgeService: Sendable {
         retention.cancel()
         watchdog.cancel()
         reporting.cancel()
-        // Reads already submitted are committed first; then in-flight deliveries finish or are abandoned.
+        // Sources first (no new reads), then the reads already submitted are committed, then in-flight
+        // deliveries finish or are abandoned: all within systemd's 5 s.
+        sources.stop()
         pipeline.stop(timeout: 2)
         forwarder?.stop(timeout: 2.5)
         gps?.stop()
@@ -79,7 +83,7 @@ public final class BridgeService: Sendable {
     }
 
     /// SIGHUP: reload the configuration. API settings and hosts apply at once; an auth pause ends.
-    private func reload(forwarder: Forwarder?, pipeline: Pipeline) {
+    private func reload(forwarder: Forwarder?, pipeline: Pipeline, sources: SourceSet) {
         do {
             let (fresh, freshToken) = try reloadSettings()
             pipeline.update(
@@ -88,6 +92,8 @@ public final class BridgeService: Sendable {
             if let forwarder, let api = fresh.apiSettings(token: freshToken) {
                 forwarder.reload(settings: api)
             }
+            sources.apply(fresh.config)
+            for (kind, state) in sources.summaries { logger.info("source \(kind)", [("state", state)]) }
             logger.info("configuration reloaded", [("config", fresh.configPath ?? "(built-in defaults)")])
         } catch {
             logger.error("reload failed: keeping the running configuration", [("error", "\(error)")])
@@ -115,7 +121,7 @@ public final class BridgeService: Sendable {
         }
     }
 
-    private func logSummary(spool: Spool) {
+    private func logSummary(spool: Spool, sources: SourceSet) {
         let config = settings.config
         logger.info(
             "plings-bridge starting",
@@ -133,8 +139,7 @@ public final class BridgeService: Sendable {
             logger.info("scans go to the local spool only (no api.url configured)")
         }
         logger.info("location", [("state", BridgeService.describeLocation(config))])
-        logger.info("source nfc", [("state", config.nfc.enabled ? "not available in this build" : "disabled")])
-        logger.info("source hid", [("state", config.hid.enabled ? "not available in this build" : "disabled")])
+        for (kind, state) in sources.summaries { logger.info("source \(kind)", [("state", state)]) }
         logger.info("ready: waiting for reads; SIGTERM or Ctrl-C stops")
     }
 

@@ -39,6 +39,7 @@ struct CLI {
             case "scan": return try await scan(args.dropFirst())
             case "spool": return try spool(args.dropFirst())
             case "gps": return try await gps(args.dropFirst())
+            case "scanners": return try scanners(args.dropFirst())
             case "version": return try version(args.dropFirst())
             case "doctor": return try doctor(args.dropFirst())
             case "status": return try status(args.dropFirst())
@@ -75,6 +76,7 @@ struct CLI {
         case "scan": return Help.scan
         case "spool": return Help.spool
         case "gps": return Help.gps
+        case "scanners": return Help.scanners
         case "version": return Help.version
         case "doctor": return Help.doctor
         case "status": return Help.status

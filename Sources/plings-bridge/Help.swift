@@ -13,6 +13,7 @@ enum Help {
           status                   the running service: sources, last reads, spool, delivery
           doctor                   checks pcscd, readers, udev rules, scanners, gpsd, clock, spool, API
           gps                      gpsd status: connected, mode, position, accuracy, fix age, satellites
+          scanners [--json]        USB HID barcode scanners: match reason, open/grab check; --watch reads them
           version                  version and linked library versions
           help [COMMAND]           this text, or a command's
 
@@ -97,6 +98,23 @@ enum Help {
 
         The running service's snapshot: sources, last read per device, spool counts, delivery state and the
         last error. Exit 1 when the service is not running.
+        """
+
+    static let scanners = """
+        Usage: plings-bridge scanners [--json] [options]
+               plings-bridge scanners --watch [--count N] [--duration SECONDS] [--pipeline] [options]
+
+        Lists every keyboard udev knows: devnode, vendor:model (4-digit hex), serial, ID_PATH, whether it is
+        a scanner and why (the udev rule's PLINGS_SCANNER=1, or a hid.match rule), and whether it can be
+        opened and grabbed now (a scanner held by a running plings-bridge says "grabbed by another process").
+        JSON: an array of {"devnode", "name", "vendor", "model", "serial", "path", "matched", "reason",
+        "openable", "grabbable", "stableName", "layout", "problem"}; empty when there is nothing.
+
+          --watch                  read the scanners as `run` would (grab, layout, suffix) and print each
+                                   line as JSON {"device", "raw", "time"}; stops after --count lines or
+                                   --duration seconds, else runs until interrupted
+          --pipeline               with --watch: also commit each line to the spool through the pipeline
+                                   (hid.debounce applies) and print its outcome
         """
 
     static let version = """

@@ -1,6 +1,7 @@
 import Bridge
 import BridgeCore
 import Foundation
+import HID
 import Location
 
 extension CLI {
@@ -39,7 +40,25 @@ extension CLI {
 
     /// Checks contributed by the hardware modules (readers, scanners, gpsd).
     func hardwareChecks(_ settings: Settings) -> [DoctorCheck] {
-        [gpsCheck(settings.config)]
+        [scannersCheck(settings.config), gpsCheck(settings.config)]
+    }
+
+    func scannersCheck(_ config: BridgeConfig) -> DoctorCheck {
+        guard config.hid.enabled else { return DoctorCheck("scanners", .skip, "HID scanners disabled") }
+        let scanners = HIDSource.scan(config: config.hid).filter(\.matched)
+        if scanners.isEmpty {
+            return DoctorCheck(
+                "scanners", .warn, "no barcode scanner found (none attached, or not recognised)",
+                fix: "plug one in; `plings-bridge scanners` lists candidates and why they do not match (hid.match)")
+        }
+        let broken = scanners.filter { !$0.openable || !$0.grabbable }
+        if let first = broken.first {
+            return DoctorCheck(
+                "scanners", .fail,
+                "\(broken.count) of \(scanners.count) scanner(s) cannot be used: \(first.devnode): \(first.problem ?? "not openable or grabbable")",
+                fix: "install the udev rule (group plings, mode 0660) and make sure no other program grabs the scanner")
+        }
+        return DoctorCheck("scanners", .ok, "\(scanners.count) scanner(s): " + scanners.map(\.devnode).joined(separator: ", "))
     }
 
     func gpsCheck(_ config: BridgeConfig) -> DoctorCheck {

@@ -83,7 +83,9 @@ struct GPSClientTests {
         // Not before maxFixAge minus one 1 Hz cycle (the last TPV may have arrived up to 1 s before `OK`).
         #expect(Date().timeIntervalSince(silentSince) > 0.4)
         #expect(client.status().connected)
-        #expect(client.status().fixAge.map { $0 >= 1.5 } ?? false)
+        // Stale by its age since arrival or by its TPV time (whichever rule fires first): under load gpsd can
+        // deliver a TPV late, so the arrival age may be a little under maxFixAge when the TPV-time rule fires.
+        #expect(client.status().fixAge.map { $0 >= 1.0 } ?? false)
     }
 
     @Test func oneShotGetsGpsdsLastFixAtOnceButNotAnOldOne() throws {

@@ -1,0 +1,68 @@
+import BridgeCore
+import Foundation
+import HID
+import Logging
+import Synchronization
+
+/// The running input sources (HID scanners; NFC readers), rebuilt as a whole on SIGHUP so a source
+/// enabled, disabled or reconfigured in the file takes effect without a restart.
+///
+/// Reads already handed to the pipeline are not affected by a rebuild: the pipeline outlives the sources.
+public final class SourceSet: Sendable {
+    private struct Running: Sendable {
+        var hid: HIDSource?
+        var config: BridgeConfig?
+    }
+
+    private let running = Mutex(Running())
+    private let logger: Logger
+    private let submit: @Sendable (Read) -> Void
+
+    public init(logger: Logger, submit: @escaping @Sendable (Read) -> Void) {
+        self.logger = logger
+        self.submit = submit
+    }
+
+    /// Starts the sources `config` enables, stopping those it no longer does (or whose settings changed).
+    public func apply(_ config: BridgeConfig) {
+        let previous = running.withLock { $0 }
+        var next = Running(hid: previous.hid, config: config)
+        if previous.config?.hid != config.hid || previous.hid == nil {
+            previous.hid?.stop()
+            next.hid = nil
+            if config.hid.enabled {
+                let hid = HIDSource(config: config.hid, logger: logger, submit: submit)
+                hid.start()
+                next.hid = hid
+            }
+        }
+        running.withLock { $0 = next }
+    }
+
+    public func stop() {
+        let current = running.withLock { $0 }
+        current.hid?.stop()
+    }
+
+    /// One line per source kind, for the start-up summary and `status`.
+    public var summaries: [(kind: String, state: String)] {
+        let current = running.withLock { $0 }
+        let config = current.config ?? BridgeConfig()
+        return [
+            ("hid", current.hid?.summary ?? (config.hid.enabled ? "starting" : "disabled")),
+        ]
+    }
+
+    /// Status reporter entries: a source is "up" when it has at least one working device.
+    public var reporterSources: [StatusReporter.Source] {
+        ["hid"].map { kind in
+            StatusReporter.Source(
+                kind: kind,
+                state: { [self] in summaries.first { $0.kind == kind }?.state ?? "" },
+                up: { [self] in
+                    let state = summaries.first { $0.kind == kind }?.state ?? ""
+                    return !(state.hasPrefix("no ") || state.hasPrefix("disabled") || state.contains("not running"))
+                })
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import BridgeCore
+import Glibc
+
+/// One candidate device as `plings-bridge scanners` reports it (design 2.5).
+public struct ScannerInfo: Sendable, Equatable {
+    public var devnode: String
+    /// Product name.
+    public var name: String
+    /// The name reads from it carry (`ID_SERIAL` when unique among scanners, else `ID_PATH`); nil when it
+    /// is not a scanner.
+    public var stableName: String?
+    public var vendor: String?
+    public var model: String?
+    public var serial: String?
+    public var path: String?
+    public var matched: Bool
+    public var reason: String
+    /// The layout its lines are decoded with (scanners only).
+    public var layout: String?
+    public var openable: Bool
+    /// Open, grab and release all worked (tried on scanners only: grabbing someone's keyboard, even for a
+    /// moment, could swallow the release of the Enter that started this command).
+    public var grabbable: Bool
+    /// Why opening or grabbing failed, when it did.
+    public var problem: String?
+
+    /// The JSON object of `scanners --json`.
+    public var json: JSONValue {
+        func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+        return .object([
+            ("devnode", .string(devnode)), ("name", .string(name)), ("vendor", optional(vendor)),
+            ("model", optional(model)), ("serial", optional(serial)), ("path", optional(path)),
+            ("matched", .bool(matched)), ("reason", .string(reason)), ("openable", .bool(openable)),
+            ("grabbable", .bool(grabbable)), ("stableName", optional(stableName)), ("layout", optional(layout)),
+            ("problem", optional(problem)),
+        ])
+    }
+}
+
+extension HIDSource {
+    /// Every keyboard udev knows, with whether it is a scanner and why, and whether it can be opened and
+    /// grabbed now (a scanner grabbed by a running service reports "grabbed by another process").
+    /// Safe to call while a `HIDSource` runs: it uses its own udev context.
+    public static func scan(config: BridgeConfig.HID) -> [ScannerInfo] {
+        guard let udev = try? Udev() else { return [] }
+        let keyboards = udev.inputDevices().filter(\.isKeyboard)
+        let verdicts = keyboards.map { ScannerMatcher.verdict(for: $0, rules: config.match) }
+        let scanners = zip(keyboards, verdicts).filter { $0.1.matched }.map(\.0)
+        let names = ScannerMatcher.stableNames(scanners)
+        var result: [ScannerInfo] = []
+        for (device, verdict) in zip(keyboards, verdicts) {
+            var info = ScannerInfo(
+                devnode: device.devnode, name: device.name, stableName: verdict.matched ? names[device.devnode] : nil,
+                vendor: device.vendor, model: device.model, serial: device.serial, path: device.path,
+                matched: verdict.matched, reason: verdict.reason,
+                layout: verdict.matched ? (verdict.layout ?? config.layout) : nil, openable: false, grabbable: false,
+                problem: nil)
+            probe(&info, tryGrab: verdict.matched)
+            result.append(info)
+        }
+        return result
+    }
+
+    private static func probe(_ info: inout ScannerInfo, tryGrab: Bool) {
+        let fd: Int32
+        do {
+            fd = try EvdevNode.open(info.devnode)
+        } catch {
+            info.problem =
+                error.errno == EACCES
+                ? "\(error.description): is the udev rule installed and this user in group plings?"
+                : error.description
+            return
+        }
+        defer { EvdevNode.close(fd) }
+        info.openable = true
+        guard tryGrab else { return }
+        if let keys = try? EvdevNode.heldKeys(fd), keys.contains(where: { $0 != 0 }) {
+            info.problem = "a key is held: grab not tried"
+            return
+        }
+        do {
+            try EvdevNode.grab(fd, true)
+            info.grabbable = true
+            try? EvdevNode.grab(fd, false)
+        } catch  where error.errno == EBUSY {
+            info.problem = "grabbed by another process (a running plings-bridge?): \(error.description)"
+        } catch {
+            info.problem = error.description
+        }
+    }
+}

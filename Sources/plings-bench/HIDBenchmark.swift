@@ -1,0 +1,185 @@
+import Bridge
+import BridgeCore
+import Foundation
+import Glibc
+import HID
+import Logging
+import Spool
+import Synchronization
+
+/// `plings-bench hid`: keystroke decoding throughput from memory, the reader loop through a pipe, and the
+/// latency from a scanner's KEY_ENTER to the committed spool record (design 4: goals >= 30 M events/s and
+/// < 2 ms median). Run it from a release build.
+enum HIDBenchmark {
+    static func run(arguments: [String]) {
+        var lines = 2000
+        var samples = 300
+        var directory = NSTemporaryDirectory()
+        var i = 0
+        while i + 1 < arguments.count {
+            switch arguments[i] {
+            case "--lines": lines = Int(arguments[i + 1]) ?? lines
+            case "--samples": samples = Int(arguments[i + 1]) ?? samples
+            case "--dir": directory = arguments[i + 1]
+            default: break
+            }
+            i += 2
+        }
+        let (events, bytes) = stream(lines: lines)
+        let memory = (0..<5).map { _ in decodeFromMemory(bytes, expectedLines: lines) }
+        let pipe = pipeThroughput(bytes, events: events.count, lines: lines)
+        let latency = enterToCommit(samples: samples, path: "\(directory)/bench-hid-\(getpid()).sqlite")
+        BenchTable.print([
+            BenchRow(
+                metric: "decoder, parse + decode from memory (best of 5, \(events.count) events)",
+                ours: (memory.max() ?? 0) / 1e6, baseline: nil, unit: "M events/s", goal: ">= 30 M events/s"),
+            BenchRow(
+                metric: "reader loop through a pipe (poll, read, decode, submit)",
+                ours: pipe / 1e6, baseline: nil, unit: "M events/s", goal: "info"),
+            BenchRow(
+                metric: "KEY_ENTER written -> spool record committed, median of \(samples) (synchronous=FULL)",
+                ours: latency.median * 1000, baseline: nil, unit: "ms", goal: "< 2 ms", higherIsBetter: false),
+            BenchRow(
+                metric: "KEY_ENTER written -> Read handed to the pipeline (poll wake-up + decode), median",
+                ours: latency.toSubmit * 1000, baseline: nil, unit: "ms", goal: "info", higherIsBetter: false),
+            BenchRow(
+                metric: "KEY_ENTER written -> spool record committed, p99",
+                ours: latency.p99 * 1000, baseline: nil, unit: "ms", goal: "info", higherIsBetter: false),
+        ])
+    }
+
+    /// `lines` Plings URLs typed on the Swedish layout (Shift and AltGr keys included), as raw records.
+    static func stream(lines: Int) -> ([InputEvent], [UInt8]) {
+        var events: [InputEvent] = []
+        for n in 0..<lines {
+            let text = "https://s.plings.io/?t=q&i=4kyQCd5tMDjJVW\(n % 10)&p=4.2.3.3.\(n)"
+            events += EventScript.typing(text, layout: .se) ?? []
+        }
+        return (events, InputEvent.encode(events))
+    }
+
+    /// Events per second through `InputEventParser` + `KeystrokeDecoder`, from one in-memory buffer.
+    static func decodeFromMemory(_ bytes: [UInt8], expectedLines: Int) -> Double {
+        var parser = InputEventParser()
+        var decoder = KeystrokeDecoder(layout: .se)
+        var count = 0
+        var produced = 0
+        let start = Monotonic.now()
+        bytes.withUnsafeBytes { raw in
+            parser.parse(raw) { event in
+                count &+= 1
+                decoder.feed(event, now: event.time) { output in
+                    if case .line = output { produced &+= 1 }
+                }
+            }
+        }
+        let elapsed = Monotonic.now() - start
+        if produced != expectedLines { print("warning: decoded \(produced) of \(expectedLines) lines") }
+        return Double(count) / elapsed
+    }
+
+    /// Events per second from the first write until the last line reached `submit`, through HIDSource.
+    static func pipeThroughput(_ bytes: [UInt8], events: Int, lines: Int) -> Double {
+        var config = BridgeConfig().hid
+        config.layout = "se"
+        config.interKeyTimeout = 60
+        let count = Mutex(0)
+        let done = DispatchSemaphore(value: 0)
+        let source = HIDSource(config: config, logger: Logger(minimum: .error), udev: false) { _ in
+            if count.withLock({ n -> Bool in
+                n += 1
+                return n == lines
+            }) {
+                done.signal()
+            }
+        }
+        source.start()
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { return 0 }
+        source.attach(fd: fds[0], name: "bench")
+        let start = Monotonic.now()
+        write(fds[1], bytes)
+        let finished = done.wait(timeout: .now() + 30) == .success
+        let elapsed = Monotonic.now() - start
+        close(fds[1])
+        source.stop()
+        return finished ? Double(events) / elapsed : 0
+    }
+
+    /// Time from writing the KEY_ENTER press of a scan (everything before it already consumed) to the
+    /// pipeline's completion callback for its committed spool record.
+    static func enterToCommit(samples: Int, path: String) -> (median: Double, p99: Double, toSubmit: Double) {
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
+        defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
+        guard let spool = try? Spool(path: path) else { return (0, 0, 0) }
+        let pipeline = Pipeline(
+            spool: spool, builder: ScanBuilder(parser: PlingsURLParser()), fixProvider: NoFixProvider(),
+            debounce: [:], logger: Logger(minimum: .error))
+        let committedAt = Mutex<Double?>(nil)
+        let submittedAt = Mutex<Double?>(nil)
+        let committed = DispatchSemaphore(value: 0)
+        let source = HIDSource(config: BridgeConfig().hid, logger: Logger(minimum: .error), udev: false) { read in
+            submittedAt.withLock { $0 = Monotonic.now() }
+            pipeline.submit(read) { outcome in
+                if case .accepted = outcome {
+                    committedAt.withLock { $0 = Monotonic.now() }
+                }
+                committed.signal()
+            }
+        }
+        source.start()
+        var fds: [Int32] = [-1, -1]
+        guard pipe(&fds) == 0 else { return (0, 0, 0) }
+        source.attach(fd: fds[0], name: "bench")
+        var latencies: [Double] = []
+        var decodeLatencies: [Double] = []
+        for n in 0..<samples {
+            let events = EventScript.typing("https://s.plings.io/?t=q&i=Lat\(n)x&p=4.2.\(n)", layout: .us) ?? []
+            // The last two reports are the Enter press and its release.
+            guard
+                let press = events.lastIndex(where: {
+                    $0.type == Evdev.EV_KEY && $0.code == Evdev.KEY_ENTER && $0.value == 1
+                })
+            else { continue }
+            let pressEnd = events[press...].firstIndex { $0.type == Evdev.EV_SYN } ?? press
+            let reportStart = events[..<press].lastIndex { $0.type == Evdev.EV_SYN }.map { $0 + 1 } ?? press
+            write(fds[1], InputEvent.encode(events[..<reportStart]))
+            // Let the reader consume the line so far: what is timed is the Enter report alone.
+            usleep(2_000)
+            let start = Monotonic.now()
+            write(fds[1], InputEvent.encode(events[reportStart...pressEnd]))
+            guard committed.wait(timeout: .now() + 5) == .success, let end = committedAt.withLock({ $0 }) else {
+                continue
+            }
+            committedAt.withLock { $0 = nil }
+            latencies.append(end - start)
+            if let submitted = submittedAt.withLock({ $0 }) { decodeLatencies.append(submitted - start) }
+            write(fds[1], InputEvent.encode(events[(pressEnd + 1)...]))
+        }
+        close(fds[1])
+        source.stop()
+        pipeline.stop()
+        let sorted = latencies.sorted()
+        let toSubmit = decodeLatencies.sorted()
+        guard !sorted.isEmpty, !toSubmit.isEmpty else { return (0, 0, 0) }
+        return (
+            sorted[sorted.count / 2], sorted[min(sorted.count - 1, sorted.count * 99 / 100)],
+            toSubmit[toSubmit.count / 2]
+        )
+    }
+
+    static func write(_ fd: Int32, _ bytes: [UInt8]) {
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { return }
+            offset += n
+        }
+    }
+}
+
+/// Monotonic seconds for the benchmark (CLOCK_MONOTONIC).
+enum Monotonic {
+    static func now() -> Double { MonotonicClock.now() }
+}

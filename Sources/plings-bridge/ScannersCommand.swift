@@ -1,0 +1,121 @@
+import Bridge
+import BridgeCore
+import Foundation
+import HID
+import Logging
+import Spool
+import Synchronization
+
+extension CLI {
+    /// `plings-bridge scanners [--json]`: the keyboards udev knows, which are scanners and why, and whether
+    /// they can be opened and grabbed. `--watch` reads the scanners (as `run` would) and prints each line;
+    /// with `--pipeline` each line also goes through the real pipeline into the spool (debounce included).
+    func scanners(_ rest: ArraySlice<String>) throws -> Int32 {
+        let args = try Arguments(
+            rest, valued: commonValued.union(["--count", "--duration"]), switches: ["--watch", "--pipeline"])
+        if args.wantsHelp {
+            print(Help.scanners)
+            return 0
+        }
+        guard args.positional.isEmpty else { throw CommandFailure.usage("scanners takes no arguments") }
+        let settings = try settings(args, sources: false)
+        if args.has("--watch") {
+            return try watchScanners(args, settings)
+        }
+        let found = HIDSource.scan(config: settings.config.hid)
+        if args.json {
+            print(JSONValue.array(found.map(\.json)).encoded())
+            return 0
+        }
+        if found.isEmpty {
+            print("(no keyboards or scanners found)")
+            return 0
+        }
+        for info in found {
+            let id = "\(info.vendor ?? "????"):\(info.model ?? "????")"
+            print("\(info.devnode)  \(id)  \(info.name)")
+            print("    \(info.matched ? "scanner" : "ignored"): \(info.reason)")
+            if let stable = info.stableName { print("    name: \(stable)  layout: \(info.layout ?? "-")") }
+            print("    serial: \(info.serial ?? "-")  path: \(info.path ?? "-")")
+            print(
+                "    openable: \(info.openable ? "yes" : "no")  grabbable: \(info.grabbable ? "yes" : "no")"
+                    + (info.problem.map { "  (\($0))" } ?? ""))
+        }
+        return 0
+    }
+
+    /// `scanners --watch`: runs the HID source until `--count` lines were read or `--duration` seconds passed
+    /// (default: until killed), printing one JSON object per line as it is read (or committed).
+    private func watchScanners(_ args: Arguments, _ settings: Settings) throws -> Int32 {
+        let count = try args.value("--count").map { (text: String) throws -> Int in
+            guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--count must be a positive number") }
+            return n
+        }
+        let duration = try args.value("--duration").map { (text: String) throws -> Double in
+            guard let seconds = Double(text), seconds > 0 else {
+                throw CommandFailure.usage("--duration must be a positive number of seconds")
+            }
+            return seconds
+        }
+        let config = settings.config
+        let printed = Mutex(0)
+        let done = DispatchSemaphore(value: 0)
+        let emit: @Sendable (JSONValue) -> Void = { value in
+            let reached = printed.withLock { n -> Bool in
+                // One write(2) per line, under the lock: lines never interleave and are never buffered.
+                FileHandle.standardOutput.write(Data((value.encoded() + "\n").utf8))
+                n += 1
+                return count.map { n >= $0 } ?? false
+            }
+            if reached { done.signal() }
+        }
+        @Sendable func readJSON(_ read: Read) -> [(String, JSONValue)] {
+            [
+                ("device", .string(read.device)), ("raw", .string(read.raw)),
+                ("time", .string(Timestamp.format(read.time))),
+            ]
+        }
+        var pipeline: Pipeline?
+        if args.has("--pipeline") {
+            let spool = try openSpool(settings, create: true)
+            pipeline = Pipeline(
+                spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
+                fixProvider: NoFixProvider(), debounce: [.hid: config.hid.debounce], logger: logger)
+        }
+        let submit: @Sendable (Read) -> Void
+        if let pipeline {
+            submit = { read in
+                pipeline.submit(read) { outcome in
+                    var fields = readJSON(read)
+                    switch outcome {
+                    case .accepted(let scan):
+                        fields += [
+                            ("outcome", .string("accepted")), ("id", .string(scan.id)),
+                            ("state", .string(scan.state.rawValue)),
+                        ]
+                    case .debounced:
+                        fields.append(("outcome", .string("debounced")))
+                    case .refused(let why):
+                        fields += [("outcome", .string("refused")), ("error", .string(why))]
+                    }
+                    emit(.object(fields))
+                }
+            }
+        } else {
+            submit = { read in emit(.object(readJSON(read))) }
+        }
+        var hid = config.hid
+        hid.enabled = true
+        let source = HIDSource(config: hid, logger: logger, submit: submit)
+        source.start()
+        logger.info("watching scanners", [("summary", source.summary)])
+        if let duration {
+            _ = done.wait(timeout: .now() + duration)
+        } else {
+            done.wait()
+        }
+        source.stop()
+        pipeline?.stop()
+        return 0
+    }
+}
