@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One row of the results table: metric, this project, baseline, ratio, goal.
 struct BenchRow {
@@ -39,7 +40,20 @@ enum BenchTable {
         return String(format: "%.4f", value)
     }
 
+    /// `plings-bench all` collects every benchmark's rows and prints them as one table at the end.
+    static let collected = Mutex<[BenchRow]?>(nil)
+
     static func print(_ rows: [BenchRow]) {
+        let collecting = collected.withLock { list -> Bool in
+            guard list != nil else { return false }
+            list?.append(contentsOf: rows)
+            return true
+        }
+        if collecting { return }
+        printTable(rows)
+    }
+
+    static func printTable(_ rows: [BenchRow]) {
         Swift.print("machine: \(machine())")
         Swift.print("| metric | this project | baseline | ratio | goal |")
         Swift.print("|---|---|---|---|---|")

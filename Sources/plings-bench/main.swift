@@ -19,12 +19,24 @@ case "location":
     LocationBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "hid":
     HIDBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "all":
+    // Every benchmark in one go (rigs started by each), one table at the end. Short settings by default;
+    // `--full` uses each benchmark's documented defaults.
+    let full = arguments.contains("--full")
+    BenchTable.collected.withLock { $0 = [] }
+    SpoolBenchmark.run(arguments: full ? [] : ["--count", "2000"])
+    HIDBenchmark.run(arguments: [])
+    LocationBenchmark.run(arguments: full ? [] : ["--seconds", "20"])
+    DrainBenchmark.run(arguments: full ? [] : ["--count", "10000", "--large", "100000"])
+    let rows = BenchTable.collected.withLock { $0 ?? [] }
+    BenchTable.printTable(rows)
 case "writer":
     SpoolWriter.run(arguments: Array(arguments.dropFirst()))
 default:
     print(
         """
         Usage: plings-bench <benchmark> [options]
+          all [--full]                    every benchmark below in one run, one table
           spool [--count N] [--dir DIR]   durable spool commits/s against raw SQLite, single reads and a burst
           drain [--count N] [--large N]   API drain throughput against a baseline client; large-drain time and RSS
           location [--seconds N]          latency a fix adds to a read; gpsd client CPU at 1 Hz and 10 Hz (60 s each)
