@@ -12,6 +12,8 @@ let package = Package(
     targets: [
         // C libraries, one system-library target each.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // pcsc-lite: winscard.h includes <pcsclite.h> by bare name, so the include path must come from pkg-config.
+        .systemLibrary(name: "CPCSCLite", pkgConfig: "libpcsclite", providers: [.apt(["libpcsclite-dev"])]),
         // libcurl behind a few C functions (curl_easy_setopt is variadic; Swift cannot call it).
         .target(name: "CCurlShim", linkerSettings: [.linkedLibrary("curl")]),
 
@@ -23,18 +25,21 @@ let package = Package(
         .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite"]),
         // Delivery to the API: HTTP client, delivery loop, backoff.
         .target(name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim"]),
+        // PC/SC: context lifecycle, reader monitor, tag reading through pcscd.
+        .target(name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
         .target(name: "Bridge", dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder"]),
         // The CLI: thin.
-        .executableTarget(name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool"]),
+        .executableTarget(name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "NFC"]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
-            name: "plings-bench", dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging"]),
+            name: "plings-bench", dependencies: ["Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "NFC"]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         // Test support: process runners and rig launchers (never linked into the product).
         .target(name: "BridgeTestSupport", path: "Sources/BridgeTestSupport"),
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
+        .testTarget(name: "NFCTests", dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
