@@ -38,6 +38,8 @@ struct CLI {
             case "scan": return try await scan(args.dropFirst())
             case "spool": return try spool(args.dropFirst())
             case "version": return try version(args.dropFirst())
+            case "readers": return try readers(args.dropFirst())
+            case "test-read": return try await testRead(args.dropFirst())
             case "help", "--help", "-h":
                 print(helpText(for: args.dropFirst().first))
                 return 0
@@ -71,6 +73,8 @@ struct CLI {
         case "scan": return Help.scan
         case "spool": return Help.spool
         case "version": return Help.version
+        case "readers": return Help.readers
+        case "test-read": return Help.testRead
         default: return Help.main
         }
     }
