@@ -1,0 +1,988 @@
+#!/usr/bin/python3
+"""NFC test rig: pcscd + vsmartcard-vpcd + our own NFC tag emulator.
+
+One process that the Swift tests spawn and drive line by line over stdin.
+See README.md beside this file for the protocol, the ATRs, the fault modes and
+the timings. In short:
+
+    nfc_rig.py [--no-pcscd] [--verbose] [--log PATH] [--pcscd-log PATH] [--pcscd-debug]
+
+prints `READY` once pcscd is up, then answers every stdin line with exactly one
+line, `OK ...` or `ERR message`, after the command took effect:
+
+    tap READER KIND UID_HEX NDEF_HEX|- [key=value ...]
+    remove READER | hold SECONDS | apdus READER | status
+    kill-pcscd [TERM|KILL] | start-pcscd | quit
+
+Nothing else is ever written to stdout; logs go to stderr (or --log PATH).
+"""
+
+import argparse
+import os
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+# --- optional python3-virtualsmartcard base class ------------------------------------------------
+# Debian installs the package one level too deep, and it imports a `sha` module that Python 3 no
+# longer has (our sha.py shim, in HERE, provides it). The cards below subclass its SmartcardOS
+# (getATR/powerUp/powerDown/reset/execute), so they also run under the stock VirtualICC; the
+# transport is our own (see VpcdLink) for TCP_QUICKACK, two readers in one process, removal and
+# fault injection.
+VSC_PATH = "/usr/lib/python3/site-packages/virtualsmartcard"
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+if os.path.isdir(VSC_PATH) and VSC_PATH not in sys.path:
+    sys.path.append(VSC_PATH)
+try:
+    from virtualsmartcard.VirtualSmartcard import SmartcardOS  # noqa: E402
+    HAVE_VSC = True
+except Exception:  # pragma: no cover - the rig works without the package
+    HAVE_VSC = False
+
+    class SmartcardOS(object):
+        def getATR(self):
+            return b""
+
+        def powerUp(self):
+            pass
+
+        def powerDown(self):
+            pass
+
+        def reset(self):
+            pass
+
+        def execute(self, msg):
+            return b""
+
+
+# --- constants -----------------------------------------------------------------------------------
+VPCD_HOST = "127.0.0.1"
+VPCD_PORTS = (35963, 35964)  # /etc/reader.conf.d/vpcd: CHANNELID 0x8C7B, two slots
+READER_NAMES = ("Virtual PCD 00 00", "Virtual PCD 00 01")
+PCSCD_BIN = "/usr/sbin/pcscd"
+PCSCD_RUN = "/run/pcscd"
+PCSCD_COMM = os.path.join(PCSCD_RUN, "pcscd.comm")
+PCSCD_PID = os.path.join(PCSCD_RUN, "pcscd.pid")
+
+CTRL_OFF, CTRL_ON, CTRL_RESET, CTRL_ATR = 0, 1, 2, 4
+SETTLE = 0.02  # after pcscd read the ATR (tap) or our EOF (remove), before answering OK
+
+SW_OK = b"\x90\x00"
+SW_NOT_FOUND = b"\x6a\x82"
+SW_FUNC_NOT_SUPPORTED = b"\x6a\x81"
+SW_WRONG_P1P2 = b"\x6a\x86"
+SW_WRONG_LENGTH = b"\x67\x00"
+SW_INS_NOT_SUPPORTED = b"\x6d\x00"
+SW_CLA_NOT_SUPPORTED = b"\x6e\x00"
+SW_NO_CURRENT_EF = b"\x69\x86"
+SW_OFFSET_OUTSIDE = b"\x6b\x00"
+SW_READER_FAIL = b"\x63\x00"
+
+NDEF_AID = bytes.fromhex("D2760000850101")
+
+# NFC Forum URI record prefix codes (URI RTD, table 3).
+URI_PREFIXES = [
+    "", "http://www.", "https://www.", "http://", "https://", "tel:", "mailto:",
+    "ftp://anonymous:anonymous@", "ftp://ftp.", "ftps://", "sftp://", "smb://", "nfs://",
+    "ftp://", "dav://", "news:", "telnet://", "imap:", "rtsp://", "urn:", "pop:", "sip:",
+    "sips:", "tftp:", "btspp://", "btl2cap://", "btgoep://", "tcpobex://", "irdaobex://",
+    "file://", "urn:epc:id:", "urn:epc:tag:", "urn:epc:pat:", "urn:epc:raw:", "urn:epc:",
+    "urn:nfc:",
+]
+
+_log_file = sys.stderr
+_verbose = False
+_log_lock = threading.Lock()
+
+
+def log(msg, debug=False):
+    if debug and not _verbose:
+        return
+    with _log_lock:
+        try:
+            _log_file.write("%s nfc_rig: %s\n" % (time.strftime("%H:%M:%S"), msg))
+            _log_file.flush()
+        except (OSError, ValueError):
+            pass
+
+
+class RigError(Exception):
+    """A command failed; the message becomes `ERR message`."""
+
+
+class Quit(Exception):
+    """The `quit` command."""
+
+
+# --- helpers -------------------------------------------------------------------------------------
+def xor_all(data):
+    x = 0
+    for b in data:
+        x ^= b
+    return x
+
+
+def with_tck(atr_without_tck):
+    """Append TCK: XOR of every byte from T0 (index 1) to the last historical byte."""
+    return atr_without_tck + bytes([xor_all(atr_without_tck[1:])])
+
+
+def pcsc_part3_atr(card_name):
+    """PC/SC part 3 ATR of a contactless storage card (ISO 14443 A part 3, standard SS=03)."""
+    hist = bytes([0x80, 0x4F, 0x0C, 0xA0, 0x00, 0x00, 0x03, 0x06, 0x03]) + card_name + b"\x00" * 4
+    return with_tck(bytes([0x3B, 0x80 | len(hist), 0x80, 0x01]) + hist)
+
+
+def iso14443_4_atr(historical=b""):
+    """PC/SC part 3 ATR of an ISO 14443-4 (ISO-DEP) card: 3B 8n 80 01 <historical> TCK."""
+    return with_tck(bytes([0x3B, 0x80 | len(historical), 0x80, 0x01]) + historical)
+
+
+ATR_ULTRALIGHT = pcsc_part3_atr(b"\x00\x03")  # NTAG21x reports as Mifare Ultralight
+ATR_MIFARE_1K = pcsc_part3_atr(b"\x00\x01")
+ATR_TYPE4 = iso14443_4_atr(b"\x80")  # 3B 81 80 01 80 80: DESFire / NTAG424 style
+ATR_PHONE = iso14443_4_atr(b"")  # 3B 80 80 01 01: Android HCE behind an ACR122U
+
+
+def parse_hex(text, what):
+    t = text.replace(":", "").replace(" ", "")
+    if len(t) % 2:
+        raise RigError("%s: odd number of hex digits" % what)
+    try:
+        return bytes.fromhex(t)
+    except ValueError:
+        raise RigError("%s: not hex: %r" % (what, text))
+
+
+def uri_record(url):
+    """A short NDEF message with one URI record (TNF 1, type U), with the longest prefix code."""
+    code, rest = 0, url
+    for i, p in enumerate(URI_PREFIXES):
+        if p and url.startswith(p) and len(p) > len(URI_PREFIXES[code]):
+            code, rest = i, url[len(p):]
+    payload = bytes([code]) + rest.encode("utf-8")
+    if len(payload) < 256:
+        return bytes([0xD1, 0x01, len(payload)]) + b"U" + payload
+    return bytes([0xC1, 0x01]) + struct.pack(">I", len(payload)) + b"U" + payload
+
+
+def ndef_tlv(message):
+    """NDEF message TLV (03, 1- or 3-byte length) followed by the terminator TLV FE."""
+    if len(message) < 0xFF:
+        return bytes([0x03, len(message)]) + message + b"\xfe"
+    return b"\x03\xff" + struct.pack(">H", len(message)) + message + b"\xfe"
+
+
+# --- cards ---------------------------------------------------------------------------------------
+class Card(SmartcardOS):
+    """What a PC/SC part 3 reader (ACR122U-like) with a tag in its field answers."""
+
+    kind = "?"
+
+    def __init__(self, uid, opts):
+        self.uid = uid
+        self.faults = opts["faults"]
+        self.garbage_sw = opts["sw"]
+        self.atr = opts["atr"]
+
+    # SmartcardOS interface
+    def getATR(self):
+        return self.atr
+
+    def powerUp(self):
+        self.on_power()
+
+    def powerDown(self):
+        self.on_power()
+
+    def reset(self):
+        self.on_power()
+
+    def on_power(self):
+        pass
+
+    def execute(self, apdu):
+        if len(apdu) < 4:
+            return SW_WRONG_LENGTH
+        if apdu[0] == 0xFF and apdu[1] == 0xCA:
+            return self.get_data(apdu)
+        return self.command(apdu)
+
+    def get_data(self, apdu):
+        """FF CA P1 00 Le: P1=00 UID (what the bridge uses); P1=01 ATS (not emulated)."""
+        if "no_uid" in self.faults:
+            return SW_FUNC_NOT_SUPPORTED
+        if apdu[2] != 0x00 or apdu[3] != 0x00:
+            return SW_FUNC_NOT_SUPPORTED if apdu[2] == 0x01 else SW_WRONG_P1P2
+        le = apdu[4] if len(apdu) >= 5 else 0
+        if le and le < len(self.uid):
+            return bytes([0x6C, len(self.uid)])
+        return self.uid + SW_OK
+
+    def command(self, apdu):
+        return SW_FUNC_NOT_SUPPORTED if apdu[0] == 0xFF else SW_CLA_NOT_SUPPORTED
+
+    def read_reply(self, data):
+        """Apply the read faults to a successful read answer."""
+        if "garbage_sw" in self.faults:
+            return self.garbage_sw
+        if "short4" in self.faults:
+            data = data[:4]
+        return data + SW_OK
+
+
+class Type2Card(Card):
+    """NTAG213/215/216 (and `blank`) behind an ACR122U: FF CA for the UID, FF B0 00 PP LL reads."""
+
+    # kind: (total pages, CC); user memory = pages 4 .. total-6 (NTAG21x datasheet)
+    MODELS = {
+        "ntag213": (45, "E1101200"),  # 144 data bytes declared, 144 user bytes
+        "ntag215": (135, "E1103E00"),  # 496 declared, 504 user bytes
+        "ntag216": (231, "E1106D00"),  # 872 declared, 888 user bytes
+        "blank": (45, "E1101200"),  # an NTAG213 whose data area is all zeros
+    }
+
+    def __init__(self, kind, uid, image, opts):
+        Card.__init__(self, uid, opts)
+        self.kind = kind
+        pages, cc = self.MODELS[kind]
+        if len(uid) != 7:
+            raise RigError("%s needs a 7-byte UID, got %d bytes" % (kind, len(uid)))
+        cc = opts["cc"] if opts["cc"] is not None else bytes.fromhex(cc)
+        if len(cc) != 4:
+            raise RigError("cc= must be 4 bytes for a Type 2 tag")
+        self.user_bytes = (pages - 4 - 5) * 4
+        if image is None:
+            image = b"" if kind == "blank" else b"\x03\x00\xfe"  # factory state: empty NDEF
+        if len(image) > self.user_bytes:
+            raise RigError("data area image is %d bytes, %s holds %d" % (len(image), kind,
+                                                                        self.user_bytes))
+        u = uid
+        mem = bytearray()
+        mem += bytes([u[0], u[1], u[2], 0x88 ^ u[0] ^ u[1] ^ u[2]])  # page 0: UID0-2, BCC0
+        mem += u[3:7]  # page 1: UID3-6
+        mem += bytes([u[3] ^ u[4] ^ u[5] ^ u[6], 0x48, 0x00, 0x00])  # page 2: BCC1, int, lock
+        mem += cc  # page 3: capability container
+        mem += image + b"\x00" * (self.user_bytes - len(image))
+        mem += bytes.fromhex("000000BD")  # dynamic lock bytes, RFUI
+        mem += bytes.fromhex("040000FF")  # CFG0: MIRROR, RFUI, MIRROR_PAGE, AUTH0
+        mem += bytes.fromhex("00050000")  # CFG1: ACCESS, RFUI
+        mem += b"\x00" * 8  # PWD and PACK read as zeros
+        assert len(mem) == pages * 4
+        self.mem = bytes(mem)
+        self.pages = pages
+        self.atr = opts["atr"] or ATR_ULTRALIGHT
+
+    def command(self, apdu):
+        if apdu[0] != 0xFF:
+            return SW_CLA_NOT_SUPPORTED
+        if apdu[1] != 0xB0:
+            return SW_FUNC_NOT_SUPPORTED
+        if len(apdu) != 5:
+            return SW_WRONG_LENGTH
+        page = (apdu[2] << 8) | apdu[3]
+        le = apdu[4] or 16
+        if le > 16:
+            return SW_WRONG_LENGTH
+        if page >= self.pages:
+            return SW_READER_FAIL  # the tag NAKs READ of a page that does not exist
+        # NTAG READ returns 4 pages and rolls over to page 0 past the last page.
+        data = bytes(self.mem[((page + i // 4) % self.pages) * 4 + i % 4] for i in range(le))
+        return self.read_reply(data)
+
+
+class MifareClassicCard(Card):
+    """Mifare Classic 1K: answers FF CA, but every read needs authentication we never grant."""
+
+    kind = "mifare1k"
+
+    def __init__(self, uid, opts):
+        Card.__init__(self, uid, opts)
+        if len(uid) not in (4, 7):
+            raise RigError("mifare1k needs a 4- or 7-byte UID")
+        self.atr = opts["atr"] or ATR_MIFARE_1K
+
+    def command(self, apdu):
+        if apdu[0] != 0xFF:
+            return SW_CLA_NOT_SUPPORTED
+        if apdu[1] == 0x82:  # LOAD KEYS
+            return SW_OK
+        if apdu[1] in (0x86, 0x88, 0xB0, 0xD6):  # authenticate, read, update: all fail
+            return SW_READER_FAIL
+        return SW_FUNC_NOT_SUPPORTED
+
+
+class Type4Card(Card):
+    """NFC Forum Type 4 tag (ISO-DEP), or a phone (`phone`: no NDEF application, SELECT -> 6A82)."""
+
+    def __init__(self, kind, uid, message, opts):
+        Card.__init__(self, uid, opts)
+        self.kind = kind
+        if not 4 <= len(uid) <= 10:
+            raise RigError("%s needs a 4..10-byte UID" % kind)
+        self.atr = opts["atr"] or (ATR_PHONE if kind == "phone" else ATR_TYPE4)
+        self.mle = opts["mle"] if opts["mle"] is not None else 0xFF
+        self.mlc = opts["mlc"] if opts["mlc"] is not None else 0xFF
+        message = message if message is not None else b""
+        size = opts["size"] if opts["size"] is not None else max(0x0800, len(message) + 2)
+        if len(message) + 2 > size:
+            raise RigError("NDEF message (%d bytes) + NLEN does not fit size=%d" % (len(message),
+                                                                                   size))
+        self.ndef_file = struct.pack(">H", len(message)) + message
+        self.ndef_file += b"\x00" * (size - len(self.ndef_file))
+        if opts["cc"] is not None:
+            self.cc_file = opts["cc"]
+        else:
+            self.cc_file = (b"\x00\x0f\x20" + struct.pack(">HH", self.mle, self.mlc) +
+                            b"\x04\x06\xe1\x04" + struct.pack(">H", size) + b"\x00\x00")
+        self.files = {b"\xe1\x03": self.cc_file, b"\xe1\x04": self.ndef_file}
+        self.app_selected = False
+        self.current = None
+
+    def on_power(self):
+        self.app_selected = False
+        self.current = None
+
+    def command(self, apdu):
+        if apdu[0] == 0xFF:
+            return SW_FUNC_NOT_SUPPORTED
+        if apdu[0] & 0xF0 != 0x00:
+            return SW_CLA_NOT_SUPPORTED
+        if self.kind == "phone":
+            return SW_NOT_FOUND if apdu[1] == 0xA4 else SW_INS_NOT_SUPPORTED
+        if apdu[1] == 0xA4:
+            return self.select(apdu)
+        if apdu[1] == 0xB0:
+            return self.read_binary(apdu)
+        return SW_INS_NOT_SUPPORTED
+
+    def select(self, apdu):
+        if len(apdu) < 6 or len(apdu) < 5 + apdu[4]:
+            return SW_WRONG_LENGTH
+        data = apdu[5:5 + apdu[4]]
+        p1, p2 = apdu[2], apdu[3]
+        if p1 == 0x04:
+            self.current = None
+            self.app_selected = data == NDEF_AID and p2 in (0x00, 0x0C)
+            return SW_OK if self.app_selected else SW_NOT_FOUND
+        if p1 == 0x00:
+            if not self.app_selected or data not in self.files:
+                return SW_NOT_FOUND
+            self.current = data
+            return SW_OK
+        return SW_WRONG_P1P2
+
+    def read_binary(self, apdu):
+        if self.current is None:
+            return SW_NO_CURRENT_EF
+        if len(apdu) == 4:
+            le = 256
+        elif len(apdu) == 5:
+            le = apdu[4] or 256
+        else:
+            return SW_WRONG_LENGTH  # no Lc on READ BINARY, no extended length
+        if apdu[2] & 0x80:
+            return SW_WRONG_P1P2  # short EF identifier addressing: not emulated
+        if le > self.mle:
+            return SW_WRONG_LENGTH
+        offset = (apdu[2] << 8) | apdu[3]
+        f = self.files[self.current]
+        if offset > len(f):
+            return SW_OFFSET_OUTSIDE
+        return self.read_reply(f[offset:offset + le])
+
+
+KINDS = ("ntag213", "ntag215", "ntag216", "type4", "blank", "phone", "mifare1k")
+OPTION_KEYS = ("ndef", "url", "cc", "mle", "mlc", "size", "fault", "sw", "atr", "wait")
+FAULTS = ("short4", "remove_after", "garbage_sw", "no_uid")
+
+
+def build_card(kind, uid_hex, data_arg, options):
+    if kind not in KINDS:
+        raise RigError("unknown kind %r (one of %s)" % (kind, ", ".join(KINDS)))
+    uid = parse_hex(uid_hex, "UID")
+    opts = {"faults": {}, "sw": b"\x6f\x00", "atr": None, "cc": None, "mle": None, "mlc": None,
+            "size": None, "wait": 3.0}
+    message = None
+    for item in options:
+        if "=" not in item:
+            raise RigError("option %r is not key=value" % item)
+        key, value = item.split("=", 1)
+        if key not in OPTION_KEYS:
+            raise RigError("unknown option %r (one of %s)" % (key, ", ".join(OPTION_KEYS)))
+        try:
+            if key == "ndef":
+                message = parse_hex(value, "ndef=")
+            elif key == "url":
+                message = uri_record(value)
+            elif key in ("cc", "atr"):
+                opts[key] = parse_hex(value, key + "=")
+            elif key == "sw":
+                opts["sw"] = parse_hex(value, "sw=")
+            elif key in ("mle", "mlc", "size"):
+                opts[key] = int(value, 0)
+                if not 1 <= opts[key] <= 0xFFFF:
+                    raise RigError("%s= out of range" % key)
+            elif key == "wait":
+                opts["wait"] = float(value)
+            elif key == "fault":
+                for f in value.split(","):
+                    name, _, arg = f.partition("=")
+                    if name not in FAULTS:
+                        raise RigError("unknown fault %r (one of %s)" % (name, ", ".join(FAULTS)))
+                    if name == "remove_after":
+                        opts["faults"][name] = int(arg)
+                        if opts["faults"][name] < 0:
+                            raise RigError("remove_after must be >= 0")
+                    elif arg:
+                        raise RigError("fault %s takes no value" % name)
+                    else:
+                        opts["faults"][name] = True
+        except ValueError as e:
+            raise RigError("bad value for %s: %s" % (key, e))
+    if data_arg != "-" and message is not None:
+        raise RigError("give either NDEF_HEX or ndef=/url=, not both")
+    if kind in ("ntag213", "ntag215", "ntag216", "blank"):
+        if message is not None:
+            image = ndef_tlv(message)
+        else:
+            image = None if data_arg == "-" else parse_hex(data_arg, "data area image")
+        card = Type2Card(kind, uid, image, opts)
+    elif kind in ("type4", "phone"):
+        if message is None and data_arg != "-":
+            message = parse_hex(data_arg, "NDEF message")
+        card = Type4Card(kind, uid, message, opts)
+    else:
+        card = MifareClassicCard(uid, opts)
+    return card, opts
+
+
+# --- vpcd transport ------------------------------------------------------------------------------
+class Slot(object):
+    """One virtual reader: the card lying on it and the TCP link to vpcd that makes it present.
+
+    The card is present while we are connected to vpcd's port for this reader. The link thread
+    reconnects when pcscd goes away and comes back (the card stays on the reader), and ends on
+    `remove` or when the remove_after fault fired.
+    """
+
+    def __init__(self, index):
+        self.index = index
+        self.port = VPCD_PORTS[index]
+        self.lock = threading.Lock()
+        self.card = None
+        self.thread = None
+        self.removing = threading.Event()
+        self.detected = threading.Event()
+        self.gone = threading.Event()
+        self.gone.set()
+        self.apdus = []
+        self.fault_removed = False
+        self.tap_time = 0.0
+        self.detect_time = None
+
+    @property
+    def present(self):
+        return self.thread is not None and not self.gone.is_set()
+
+    def tap(self, card, opts):
+        if self.fault_removed and self.thread is not None:
+            self.gone.wait(2.5)  # let pcscd see the fault removal first (see _ghost)
+        if self.present:
+            raise RigError("reader %d already has a card; remove it first" % self.index)
+        self.card = card
+        self.remove_after = opts["faults"].get("remove_after")
+        self.apdus = []
+        self.fault_removed = False
+        self.removing.clear()
+        self.detected.clear()
+        self.gone.clear()
+        self.tap_time = time.monotonic()
+        self.detect_time = None
+        self.thread = threading.Thread(target=self._run, name="slot%d" % self.index, daemon=True)
+        self.thread.start()
+        wait = opts["wait"]
+        if wait <= 0:
+            return "OK tap %d placed" % self.index
+        if not self.detected.wait(wait):
+            if self.gone.is_set():
+                raise RigError("tap %d: card left before pcscd saw it" % self.index)
+            raise RigError("tap %d: pcscd did not see the card within %.1fs (it stays on the "
+                           "reader until `remove %d`)" % (self.index, wait, self.index))
+        time.sleep(SETTLE)  # pcscd publishes the state right after reading our ATR
+        return "OK tap %d detect_ms=%.0f" % (self.index, (self.detect_time - self.tap_time) * 1000)
+
+    def remove(self, timeout=2.0):
+        if self.fault_removed and self.thread is not None:
+            self.gone.wait(timeout + 1.0)  # until pcscd saw the reader empty (see _ghost)
+            time.sleep(SETTLE)
+        if self.thread is None or self.gone.is_set():
+            self.thread = None
+            return "OK remove %d %s" % (self.index,
+                                        "removed_by_fault" if self.fault_removed else "was_empty")
+        t0 = time.monotonic()
+        self.removing.set()
+        self.gone.wait(timeout + 1.0)
+        self.thread.join(1.0)
+        self.thread = None
+        time.sleep(SETTLE)  # pcscd publishes the removal right after reading our EOF
+        return "OK remove %d after_ms=%.0f" % (self.index, (time.monotonic() - t0) * 1000)
+
+    # link thread
+    def _run(self):
+        try:
+            while not self.removing.is_set():
+                sock = self._connect()
+                if sock is None:
+                    break
+                reason = self._serve(sock)
+                if reason == "fault":
+                    self._ghost()
+                if reason != "eof":
+                    break
+                log("reader %d: vpcd closed the link (pcscd gone?); card stays, reconnecting"
+                    % self.index, debug=True)
+        except Exception as e:  # never leave a half-present card behind silently
+            log("reader %d: link thread failed: %r" % (self.index, e))
+        finally:
+            self.gone.set()
+
+    def _ghost(self):
+        """After a fault removal, make pcscd's next presence poll see the reader empty.
+
+        vpcd accepts a pending connection at its next poll; a link closed at its first message
+        reads as "not present" there, so pcscd publishes the removal at that poll and we know
+        when. Without this, a quick re-tap would be accepted at the same poll and pcscd would
+        never see the reader empty (same event counter, no power-up).
+        """
+        try:
+            s = socket.create_connection((VPCD_HOST, self.port), timeout=0.5)
+        except OSError:
+            return  # pcscd is gone: nothing to tell
+        try:
+            r, _, _ = select.select([s], [], [], 1.5)
+            if r:
+                try:
+                    s.recv(65536)
+                except OSError:
+                    pass
+        finally:
+            s.close()
+
+    def _connect(self):
+        while not self.removing.is_set():
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                s.connect((VPCD_HOST, self.port))
+            except OSError:
+                s.close()
+                self.removing.wait(0.05)  # pcscd not (yet) up: keep trying while on the reader
+                continue
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            log("reader %d: connected to vpcd port %d" % (self.index, self.port), debug=True)
+            return s
+        return None
+
+    def _send(self, sock, payload):
+        sock.sendall(struct.pack(">H", len(payload)) + payload)
+
+    def _serve(self, sock):
+        """Answer vpcd until the link ends; returns "eof", "removed" or "fault".
+
+        Removal is a close of the link, never a 0-length answer: vpcd 3.3 does not eject on a
+        0-length message, its polling thread blocks on the socket until we close it.
+        """
+        buf = b""
+        powered = False
+        removing_since = None
+        try:
+            while True:
+                if self.removing.is_set():
+                    if removing_since is None:
+                        removing_since = time.monotonic()
+                    elif time.monotonic() - removing_since > 1.0:
+                        return "removed"  # vpcd did not ask again within 1 s: just drop the link
+                r, _, _ = select.select([sock], [], [], 0.02)
+                if not r:
+                    continue
+                try:
+                    chunk = sock.recv(65536)
+                except OSError:
+                    chunk = b""
+                # vpcd writes the 2-byte length and the payload in two segments: without a
+                # quick ACK the second one waits for the delayed-ACK timer (~40 ms per APDU).
+                try:
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+                except OSError:
+                    pass
+                if not chunk:
+                    return "removed" if self.removing.is_set() else "eof"
+                buf += chunk
+                while len(buf) >= 2:
+                    n = struct.unpack(">H", buf[:2])[0]
+                    if len(buf) < 2 + n:
+                        break
+                    msg, buf = buf[2:2 + n], buf[2 + n:]
+                    if n > 1:
+                        with self.lock:
+                            self.apdus.append(msg.hex().upper())
+                            count = len(self.apdus)
+                    if self.removing.is_set():
+                        # Close instead of answering: pcscd sees the removal at this very poll
+                        # (or the APDU in flight gets a 0-byte answer, as a card leaving does).
+                        return "removed"
+                    if n == 1:
+                        powered = self._control(sock, msg[0], powered)
+                    elif n > 1:
+                        if self.remove_after is not None and count > self.remove_after:
+                            log("reader %d: fault remove_after=%d: link closed on APDU %d"
+                                % (self.index, self.remove_after, count), debug=True)
+                            self.fault_removed = True
+                            return "fault"  # vpcd reads EOF: SCardTransmit gets 0 bytes
+                        resp = self.card.execute(msg)
+                        log("reader %d: %s -> %s" % (self.index, msg.hex().upper(),
+                                                     resp.hex().upper()), debug=True)
+                        self._send(sock, resp)
+        finally:
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _control(self, sock, code, powered):
+        card = self.card
+        log("reader %d: ctrl %d" % (self.index, code), debug=True)
+        if code == CTRL_ATR:
+            self._send(sock, card.getATR())
+            # pcscd on insertion: presence poll (ATR), power up (1), ATR, then publishes the
+            # new reader state. Presence polls alone do not count: if the power-up failed, pcscd
+            # reports the card but SCardConnect gives SCARD_E_NO_SMARTCARD.
+            if powered and not self.detected.is_set():
+                self.detect_time = time.monotonic()
+                self.detected.set()
+        elif code == CTRL_ON:
+            card.powerUp()
+            powered = True
+        elif code == CTRL_OFF:
+            card.powerDown()
+        elif code == CTRL_RESET:
+            card.reset()
+        return powered
+
+    def apdu_report(self):
+        with self.lock:
+            return "OK %d%s" % (len(self.apdus), "".join(" " + a for a in self.apdus))
+
+
+# --- pcscd management ----------------------------------------------------------------------------
+def _proc_comm(pid):
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def _proc_state(pid):
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(pid):
+    st = _proc_state(pid)
+    return st is not None and st != "Z"
+
+
+def _ports_listening():
+    want = {"%04X" % p for p in VPCD_PORTS}
+    found = set()
+    try:
+        with open("/proc/net/tcp") as f:
+            next(f)
+            for line in f:
+                parts = line.split()
+                port = parts[1].split(":")[1]
+                if port in want and parts[3] == "0A":
+                    found.add(port)
+    except OSError:
+        pass
+    return found == want
+
+
+class Pcscd(object):
+    def __init__(self, log_path, debug):
+        self.proc = None
+        self.log_path = log_path
+        self.debug = debug
+
+    @property
+    def running(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def _stale_pids(self):
+        pids = set()
+        try:
+            with open(PCSCD_PID) as f:
+                pid = int(f.read().strip() or 0)
+            if pid > 0 and _proc_comm(pid) == "pcscd" and _alive(pid):
+                pids.add(pid)
+        except (OSError, ValueError):
+            pass
+        # A pcscd that lost its pid file still holds the vpcd ports: find it too.
+        for name in os.listdir("/proc"):
+            if name.isdigit() and _proc_comm(int(name)) == "pcscd" and _alive(int(name)):
+                pids.add(int(name))
+        if self.proc is not None:
+            pids.discard(self.proc.pid)
+        return pids
+
+    def cleanup_stale(self):
+        pids = self._stale_pids()
+        for pid in pids:
+            log("stopping stale pcscd pid %d" % pid)
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 3.0
+        while pids and time.monotonic() < deadline:
+            pids = {p for p in pids if _alive(p)}
+            time.sleep(0.02)
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        deadline = time.monotonic() + 2.0
+        while pids and time.monotonic() < deadline:
+            pids = {p for p in pids if _alive(p)}
+            time.sleep(0.02)
+        if pids:
+            raise RigError("stale pcscd %s would not die" % sorted(pids))
+        self.remove_files()
+
+    @staticmethod
+    def remove_files():
+        for path in (PCSCD_COMM, PCSCD_PID):
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                log("cannot remove %s: %s" % (path, e))
+
+    def start(self, timeout=5.0):
+        if self.running:
+            raise RigError("pcscd already running (pid %d)" % self.proc.pid)
+        self.cleanup_stale()
+        # wait for the kernel to free the vpcd ports of a just-killed pcscd
+        deadline = time.monotonic() + 2.0
+        while _ports_listening() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        args = [PCSCD_BIN, "--foreground"]
+        if self.debug:
+            args += ["--debug", "--apdu"]
+        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        t0 = time.monotonic()
+        try:
+            self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
+                                         stderr=subprocess.STDOUT, close_fds=True)
+        finally:
+            if out is not subprocess.DEVNULL:
+                out.close()
+        deadline = t0 + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                rc = self.proc.returncode
+                self.proc = None
+                raise RigError("pcscd exited with %d at start (see --pcscd-log)" % rc)
+            if os.path.exists(PCSCD_COMM) and _ports_listening():
+                ms = (time.monotonic() - t0) * 1000
+                log("pcscd pid %d up in %.0f ms" % (self.proc.pid, ms))
+                return "OK start-pcscd pid=%d ms=%.0f" % (self.proc.pid, ms)
+            time.sleep(0.01)
+        self.stop()
+        raise RigError("pcscd not up within %.0fs" % timeout)
+
+    def stop(self, sig=signal.SIGTERM):
+        if self.proc is None:
+            return "OK kill-pcscd not_running"
+        pid = self.proc.pid
+        t0 = time.monotonic()
+        if self.proc.poll() is None:
+            try:
+                self.proc.send_signal(sig)
+            except OSError:
+                pass
+            try:
+                self.proc.wait(5.0)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5.0)
+        self.proc = None
+        self.remove_files()  # SIGKILL leaves pcscd.comm and pcscd.pid behind
+        return "OK kill-pcscd pid=%d ms=%.0f" % (pid, (time.monotonic() - t0) * 1000)
+
+
+# --- command loop --------------------------------------------------------------------------------
+class Rig(object):
+    def __init__(self, args):
+        self.slots = [Slot(0), Slot(1)]
+        self.pcscd = Pcscd(args.pcscd_log, args.pcscd_debug)
+        self.manage_pcscd = not args.no_pcscd
+
+    def slot(self, arg):
+        try:
+            i = int(arg)
+        except ValueError:
+            i = -1
+        if i not in (0, 1):
+            raise RigError("READER must be 0 or 1, got %r" % arg)
+        return self.slots[i]
+
+    def handle(self, line):
+        words = line.split()
+        if not words or words[0].startswith("#"):
+            return "OK"  # every line gets exactly one answer, blank and comment lines too
+        cmd, args = words[0], words[1:]
+        if cmd == "tap":
+            if len(args) < 4:
+                raise RigError("usage: tap READER KIND UID_HEX NDEF_HEX|- [key=value ...]")
+            slot = self.slot(args[0])
+            card, opts = build_card(args[1], args[2], args[3], args[4:])
+            return slot.tap(card, opts)
+        if cmd == "remove":
+            self.need(args, 1, "remove READER")
+            return self.slot(args[0]).remove()
+        if cmd == "hold":
+            self.need(args, 1, "hold SECONDS")
+            try:
+                secs = float(args[0])
+            except ValueError:
+                raise RigError("hold: not a number: %r" % args[0])
+            time.sleep(max(0.0, secs))
+            return "OK hold %s" % args[0]
+        if cmd == "apdus":
+            self.need(args, 1, "apdus READER")
+            return self.slot(args[0]).apdu_report()
+        if cmd == "status":
+            if self.pcscd.running:
+                parts = ["pcscd=running pid=%d" % self.pcscd.proc.pid]
+            else:
+                other = sorted(self.pcscd._stale_pids())
+                parts = ["pcscd=external pid=%d" % other[0] if other else "pcscd=stopped"]
+            for s in self.slots:
+                state = "empty"
+                if s.present:
+                    state = "removing" if s.fault_removed or s.removing.is_set() else s.card.kind
+                parts.append("reader%d=%s" % (s.index, state))
+            return "OK " + " ".join(parts)
+        if cmd == "kill-pcscd":
+            sig = signal.SIGTERM
+            if args:
+                if args[0].upper() not in ("TERM", "KILL"):
+                    raise RigError("kill-pcscd [TERM|KILL]")
+                sig = getattr(signal, "SIG" + args[0].upper())
+            if self.pcscd.proc is None:
+                raise RigError("no pcscd started by the rig")
+            return self.pcscd.stop(sig)
+        if cmd == "start-pcscd":
+            return self.pcscd.start()
+        if cmd == "quit":
+            raise Quit()
+        raise RigError("unknown command %r" % cmd)
+
+    @staticmethod
+    def need(args, n, usage):
+        if len(args) != n:
+            raise RigError("usage: " + usage)
+
+    def shutdown(self):
+        for s in self.slots:
+            if s.present:
+                s.removing.set()
+        for s in self.slots:
+            if s.thread is not None:
+                s.gone.wait(2.5)
+        if self.pcscd.proc is not None:
+            self.pcscd.stop()
+
+
+def reply(text):
+    try:
+        sys.stdout.write(text + "\n")
+        sys.stdout.flush()
+    except (BrokenPipeError, ValueError):
+        raise SystemExit(0)
+
+
+def _on_signal(signum, frame):
+    raise SystemExit(0)
+
+
+def main(argv=None):
+    global _log_file, _verbose
+    ap = argparse.ArgumentParser(description="NFC test rig: pcscd + vpcd + tag emulator")
+    ap.add_argument("--no-pcscd", action="store_true",
+                    help="do not start pcscd (one is already running); start-pcscd still works")
+    ap.add_argument("--verbose", "-v", action="store_true", help="log every APDU and control code")
+    ap.add_argument("--log", help="write the rig's log here instead of stderr")
+    ap.add_argument("--pcscd-log", help="append pcscd's output to this file (default: discarded)")
+    ap.add_argument("--pcscd-debug", action="store_true", help="run pcscd with --debug --apdu")
+    args = ap.parse_args(argv)
+    if args.log:
+        _log_file = open(args.log, "a", buffering=1)
+    _verbose = args.verbose
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+
+    rig = Rig(args)
+    try:
+        if rig.manage_pcscd:
+            try:
+                rig.pcscd.start()
+            except RigError as e:
+                log("cannot start pcscd: %s" % e)
+                reply("ERR %s" % e)
+                return 1
+        reply("READY")
+        while True:
+            line = sys.stdin.readline()
+            if not line:
+                break
+            try:
+                answer = rig.handle(line.strip())
+            except RigError as e:
+                answer = "ERR %s" % e
+            except Quit:
+                reply("OK quit")
+                break
+            except Exception as e:  # a rig bug must not kill the test run silently
+                log("internal error on %r: %r" % (line.strip(), e))
+                answer = "ERR internal: %r" % e
+            reply(answer)
+    except SystemExit:
+        pass
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        rig.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
