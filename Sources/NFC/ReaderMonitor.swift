@@ -230,7 +230,8 @@ struct ReaderMonitor {
             outcome = .failure(error)
         }
         let finished = NFCClock.now()
-        card.disconnect()
+        // Disconnect after the submit: it is one more round trip to pcscd that the read does not wait for.
+        defer { card.disconnect() }
         event.readSeconds = finished - readStart
         event.finishedMonotonic = finished
         event.transmitSeconds = transport.transmitSeconds

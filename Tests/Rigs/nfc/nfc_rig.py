@@ -34,7 +34,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 # Debian installs the package one level too deep, and it imports a `sha` module that Python 3 no
 # longer has (our sha.py shim, in HERE, provides it). The cards below subclass its SmartcardOS
 # (getATR/powerUp/powerDown/reset/execute), so they also run under the stock VirtualICC; the
-# transport is our own (see VpcdLink) for TCP_QUICKACK, two readers in one process, removal and
+# transport is our own (see Slot) for TCP_QUICKACK, two readers in one process, removal and
 # fault injection.
 VSC_PATH = "/usr/lib/python3/site-packages/virtualsmartcard"
 if HERE not in sys.path:
@@ -721,6 +721,19 @@ def _ports_listening():
     return found == want
 
 
+def _die_with_parent():
+    """In the pcscd child: get SIGTERM when the rig dies (even by SIGKILL). Linux only.
+
+    PR_SET_PDEATHSIG fires when the forking *thread* ends: pcscd is only started from the
+    main thread, which lives as long as the rig.
+    """
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
 class Pcscd(object):
     def __init__(self, log_path, debug):
         self.proc = None
@@ -798,7 +811,8 @@ class Pcscd(object):
         t0 = time.monotonic()
         try:
             self.proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=out,
-                                         stderr=subprocess.STDOUT, close_fds=True)
+                                         stderr=subprocess.STDOUT, close_fds=True,
+                                         preexec_fn=_die_with_parent)
         finally:
             if out is not subprocess.DEVNULL:
                 out.close()
@@ -910,14 +924,15 @@ class Rig(object):
             raise RigError("usage: " + usage)
 
     def shutdown(self):
+        """Take the cards off, stop our pcscd (its exit ends the links at once), clean up."""
         for s in self.slots:
             if s.present:
                 s.removing.set()
+        if self.pcscd.proc is not None:
+            self.pcscd.stop()
         for s in self.slots:
             if s.thread is not None:
                 s.gone.wait(2.5)
-        if self.pcscd.proc is not None:
-            self.pcscd.stop()
 
 
 def reply(text):
@@ -951,6 +966,7 @@ def main(argv=None):
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
 
     rig = Rig(args)
+    quitting = False
     try:
         if rig.manage_pcscd:
             try:
@@ -969,7 +985,7 @@ def main(argv=None):
             except RigError as e:
                 answer = "ERR %s" % e
             except Quit:
-                reply("OK quit")
+                quitting = True
                 break
             except Exception as e:  # a rig bug must not kill the test run silently
                 log("internal error on %r: %r" % (line.strip(), e))
@@ -981,6 +997,8 @@ def main(argv=None):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         rig.shutdown()
+    if quitting:
+        reply("OK quit")  # after the cleanup: pcscd is gone and its files removed
     return 0
 
 

@@ -10,14 +10,16 @@ record, print the URL (t1). One JSON line per tap, then a summary line with the 
     pyscard_baseline.py [--reader NAME|INDEX] [--count N]              # taps from elsewhere
     pyscard_baseline.py --rig [--count N] [--kind ntag213] [--url URL]   # drives nfc_rig.py
 
-`--rig` starts nfc_rig.py (and with it pcscd) and taps by itself; `tap_ms` is then the time
-from writing `tap` to the rig until SCardGetStatusChange reported the card (pcscd's 400 ms
-presence poll: 0..400 ms, not part of `ms`).
+`--rig` starts nfc_rig.py (and with it pcscd) and taps by itself, each tap after a random
+0..0.4 s pause so taps fall at random points of pcscd's 400 ms presence poll; `tap_ms` is then
+the time from writing `tap` to the rig until SCardGetStatusChange reported the card (that
+poll latency is not part of `ms`).
 """
 
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -225,10 +227,12 @@ def main():
         check(hr, "SCardListReaders")
         reader = readers[int(args.reader)] if args.reader.isdigit() else args.reader
         index = readers.index(reader)
-        times = []
+        times, tap_times = [], []
+        rnd = random.Random(1)
         for i in range(1, args.count + 1):
             t_tap = None
             if rig:
+                time.sleep(rnd.uniform(0.0, 0.4))
                 t_tap = rig.send("tap %d %s %s - url=%s" % (index, args.kind, args.uid, args.url))
             else:
                 sys.stderr.write("tap %d/%d on %s\n" % (i, args.count, reader))
@@ -236,6 +240,7 @@ def main():
             result["tap"] = i
             if rig:
                 result["tap_ms"] = round((t0 - t_tap) * 1000, 1)
+                tap_times.append(result["tap_ms"])
                 rig.answer()  # "OK tap ..."
                 rig.send("remove %d" % index)
                 rig.answer()
@@ -248,6 +253,9 @@ def main():
             summary.update(median_ms=round(statistics.median(times), 2),
                            min_ms=min(times), max_ms=max(times),
                            mean_ms=round(statistics.mean(times), 2))
+        if tap_times:
+            summary.update(tap_median_ms=round(statistics.median(tap_times), 1),
+                           tap_min_ms=min(tap_times), tap_max_ms=max(tap_times))
         print(json.dumps({"summary": summary}), flush=True)
         S.SCardReleaseContext(ctx)
         return 0 if times and len(times) == args.count else 1
