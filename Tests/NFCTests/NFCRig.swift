@@ -91,6 +91,15 @@ final class Collector<Value: Sendable>: Sendable {
     }
 }
 
+/// A replaceable callback, called from the source's thread.
+final class TapHook: Sendable {
+    private let hook = Mutex<(@Sendable (NFCTapEvent) -> Void)?>(nil)
+
+    func set(_ body: (@Sendable (NFCTapEvent) -> Void)?) { hook.withLock { $0 = body } }
+
+    func call(_ event: NFCTapEvent) { hook.withLock { $0 }?(event) }
+}
+
 /// A rig plus an `NFCSource` running against it, with its reads, tap events and log lines collected.
 final class NFCHarness: @unchecked Sendable {
     let rig: NFCRig
@@ -99,6 +108,9 @@ final class NFCHarness: @unchecked Sendable {
     let taps = Collector<NFCTapEvent>()
     let logDirectory = TemporaryDirectory("plings-nfc-log")
     private let logFD: Int32
+
+    /// Runs on the source's thread inside each tap report: a test can hold the source there.
+    let onTap = TapHook()
 
     init(patterns: [String] = [], rigArguments: [String] = [], start: Bool = true) throws {
         rig = try NFCRig(arguments: rigArguments)
@@ -109,7 +121,11 @@ final class NFCHarness: @unchecked Sendable {
         let taps = self.taps
         source = NFCSource(
             config: config, hosts: ["s.plings.io"], logger: Logger(minimum: .info, fd: logFD),
-            submit: { reads.append($0) }, onTap: { taps.append($0) })
+            submit: { reads.append($0) },
+            onTap: { [onTap] event in
+                taps.append(event)
+                onTap.call(event)
+            })
         if start { source.start() }
     }
 

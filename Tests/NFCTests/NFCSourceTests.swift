@@ -196,6 +196,46 @@ extension NFCRigTests {
         #expect(harness.reads.all.map(\.uid) == ["04a1b2c3d4e5f6", "04010203040506"])
     }
 
+    @Test func tagRemovedAndTappedAgainBetweenTwoWaitsIsANewRead() throws {
+        let harness = try NFCHarness()
+        defer { harness.close() }
+        // Hold the source's thread inside the first tap's report, so the removal and the second tap both
+        // happen before its next wait: the reader shows PRESENT before and after, only the counter moved.
+        let release = DispatchSemaphore(value: 0)
+        harness.onTap.set { _ in _ = release.wait(timeout: .now() + 20) }
+        try harness.rig.send("tap 0 ntag213 \(uid) - url=\(NDEF.plingsURL)")
+        #expect(harness.taps.wait(count: 1))
+        try harness.rig.send("remove 0")
+        try harness.rig.send("tap 0 ntag213 04010203040506 - url=\(NDEF.plingsURL)")
+        harness.onTap.set(nil)
+        release.signal()
+        #expect(harness.taps.wait(count: 2))
+        try harness.rig.send("remove 0")
+        #expect(harness.reads.all.map(\.uid) == ["04a1b2c3d4e5f6", "04010203040506"])
+    }
+
+    @Test func mifareClassicIsAReadWithItsUIDOnly() throws {
+        let harness = try NFCHarness()
+        defer { harness.close() }
+        let (event, apdus) = try harness.tap("mifare1k", uid: "A1B2C3D4")
+        #expect(event.error == nil)
+        let read = try #require(harness.reads.all.first)
+        #expect(read.uid == "a1b2c3d4")
+        #expect(read.raw == "")
+        #expect(read.noURLReason?.contains("MIFARE Classic") == true, "\(read.noURLReason ?? "")")
+        #expect(apdus == ["FFCA000000"])
+    }
+
+    @Test func tagWithoutAUIDAnswerIsStillRead() throws {
+        let harness = try NFCHarness()
+        defer { harness.close() }
+        let (event, _) = try harness.tap("ntag213", uid: uid, "-", "url=\(NDEF.plingsURL) fault=no_uid")
+        #expect(event.error == nil)
+        let read = try #require(harness.reads.all.first)
+        #expect(read.uid == nil)
+        #expect(read.raw == NDEF.plingsURL)
+    }
+
     @Test func twoTapsOfTheSameTagAreTwoReads() throws {
         let harness = try NFCHarness()
         defer { harness.close() }
