@@ -17,7 +17,9 @@ import Synchronization
 /// is read when the reader shows a card and its counter differs from the one last handled, so a tag left on
 /// the reader is read once, and a tag removed and tapped again between two waits (the flags look unchanged)
 /// is a new read. A failed read (card removed mid-read, garbage, a phone) logs one line and is not retried:
-/// the next tap reads.
+/// the next tap reads. A card already on a reader when the source starts is read (this process never read it);
+/// one that lay on a reader, already read, when pcscd went away is not read again after the reconnect (best
+/// effort: if the source reconnects before the new pcscd has seen the card, it is read again once).
 public final class NFCSource: Sendable {
     private struct Shared: Sendable {
         var started = false
@@ -67,7 +69,9 @@ public final class NFCSource: Sendable {
         let thread = Thread { [self] in
             var monitor = ReaderMonitor(source: self)
             monitor.run()
-            shared.withLock { $0.finished = true; $0.contextHandle = nil }
+            shared.withLock {
+                $0.finished = true; $0.contextHandle = nil
+            }
             wakeup.lock()
             wakeup.broadcast()
             wakeup.unlock()

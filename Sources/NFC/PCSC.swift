@@ -63,8 +63,10 @@ public struct PCSCError: Error, Sendable, Equatable, CustomStringConvertible {
     /// True when the card left the reader, was never there or does not answer: nothing to retry until the
     /// next tap.
     var isCardGone: Bool {
-        [PCSCError.removedCard, PCSCError.noSmartcard, PCSCError.notTransacted, PCSCError.resetCard,
-         PCSCError.unpoweredCard, PCSCError.unresponsiveCard].contains(code)
+        [
+            PCSCError.removedCard, PCSCError.noSmartcard, PCSCError.notTransacted, PCSCError.resetCard,
+            PCSCError.unpoweredCard, PCSCError.unresponsiveCard,
+        ].contains(code)
     }
 
     /// True when the reader vanished between listing and use: re-list.

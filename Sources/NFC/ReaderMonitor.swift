@@ -187,13 +187,15 @@ struct ReaderMonitor {
         track.handled = status.counter
         if track.skipPresentOnce {
             track.skipPresentOnce = false
-            logger.debug("card still on the reader since before pcscd restarted: not read again",
-                         [("reader", status.name)])
+            logger.debug(
+                "card still on the reader since before pcscd restarted: not read again",
+                [("reader", status.name)])
             return
         }
         if flags & ReaderFlags.mute != 0 {
-            logger.warn("card on the reader does not answer (mute): ignored; tap again",
-                        [("reader", status.name), ("atr", NFCReaders.hexUpper(status.atr))])
+            logger.warn(
+                "card on the reader does not answer (mute): ignored; tap again",
+                [("reader", status.name), ("atr", NFCReaders.hexUpper(status.atr))])
             return
         }
         read(status, context: context, detectedAt: detectedAt, detected: detected)
@@ -214,7 +216,8 @@ struct ReaderMonitor {
             let finished = NFCClock.now()
             event.connectSeconds = finished - connectStart
             event.finishedMonotonic = finished
-            event.error = error.isCardGone
+            event.error =
+                error.isCardGone
                 ? "card left before it could be read (\(error.description))"
                 : "cannot connect to the card: \(error.description)"
             fail(event)
@@ -243,8 +246,10 @@ struct ReaderMonitor {
             event.read = read
             logger.debug(
                 "NFC tag read",
-                [("reader", status.name), ("uid", read.uid ?? ""), ("kind", kind.code),
-                 ("apdus", String(result.apduCount))])
+                [
+                    ("reader", status.name), ("uid", read.uid ?? ""), ("kind", kind.code),
+                    ("apdus", String(result.apduCount)),
+                ])
             source.deliver(read)
             source.report(event)
         case .failure(let error):

@@ -47,25 +47,33 @@ enum NFCBenchmark {
 
         let minimum = minimumAPDUs()
         var rows = [
-            BenchRow(metric: "tap to committed spool record, card present -> durable commit (median of \(taps) taps)",
-                     ours: median(ours.latencies), baseline: baseline, unit: "ms",
-                     goal: "ratio <= 1.0 (baseline: pyscard, same APDUs, prints the URL)", higherIsBetter: false),
-            BenchRow(metric: "same, p95", ours: percentile(ours.latencies, 0.95), baseline: nil, unit: "ms",
-                     goal: "info", higherIsBetter: false),
-            BenchRow(metric: "of which card present -> tag read and parsed (median)", ours: median(ours.toRead),
-                     baseline: baseline, unit: "ms", goal: "info: the read alone against the baseline",
-                     higherIsBetter: false),
-            BenchRow(metric: "of which read -> committed durably through the pipeline (median)",
-                     ours: median(ours.toCommit), baseline: nil, unit: "ms", goal: "info", higherIsBetter: false),
-            BenchRow(metric: "bridge's own work, card present -> committed minus time in SCardConnect/Transmit (median)",
-                     ours: median(ours.ownWork), baseline: nil, unit: "ms", goal: "< 5 ms", higherIsBetter: false),
-            BenchRow(metric: "APDUs per read, NTAG213 with a Plings URL (max over taps; minimum \(minimum))",
-                     ours: Double(ours.apdus.max() ?? 0), baseline: Double(minimum), unit: "APDUs",
-                     goal: "= minimum", higherIsBetter: false),
+            BenchRow(
+                metric: "tap to committed spool record, card present -> durable commit (median of \(taps) taps)",
+                ours: median(ours.latencies), baseline: baseline, unit: "ms",
+                goal: "ratio <= 1.0 (baseline: pyscard, same APDUs, prints the URL)", higherIsBetter: false),
+            BenchRow(
+                metric: "same, p95", ours: percentile(ours.latencies, 0.95), baseline: nil, unit: "ms",
+                goal: "info", higherIsBetter: false),
+            BenchRow(
+                metric: "of which card present -> tag read and parsed (median)", ours: median(ours.toRead),
+                baseline: baseline, unit: "ms", goal: "info: the read alone against the baseline",
+                higherIsBetter: false),
+            BenchRow(
+                metric: "of which read -> committed durably through the pipeline (median)",
+                ours: median(ours.toCommit), baseline: nil, unit: "ms", goal: "info", higherIsBetter: false),
+            BenchRow(
+                metric: "bridge's own work, card present -> committed minus time in SCardConnect/Transmit (median)",
+                ours: median(ours.ownWork), baseline: nil, unit: "ms", goal: "< 5 ms", higherIsBetter: false),
+            BenchRow(
+                metric: "APDUs per read, NTAG213 with a Plings URL (max over taps; minimum \(minimum))",
+                ours: Double(ours.apdus.max() ?? 0), baseline: Double(minimum), unit: "APDUs",
+                goal: "= minimum", higherIsBetter: false),
         ]
         if let cpu = ours.idleCPU {
-            rows.append(BenchRow(metric: "CPU time of the NFC source over \(Int(idle)) s idle, 2 readers attached",
-                                 ours: cpu * 1000, baseline: nil, unit: "ms", goal: "< 10 ms", higherIsBetter: false))
+            rows.append(
+                BenchRow(
+                    metric: "CPU time of the NFC source over \(Int(idle)) s idle, 2 readers attached",
+                    ours: cpu * 1000, baseline: nil, unit: "ms", goal: "< 10 ms", higherIsBetter: false))
         }
         BenchTable.print(rows)
         if ours.failures > 0 { print("nfc: \(ours.failures) tap(s) failed") }
@@ -149,8 +157,10 @@ enum NFCBenchmark {
     static func measureBaseline(taps: Int, rigDirectory: String) -> Double? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-c", BenchRig.launcher, "/usr/bin/python3", rigDirectory + "/pyscard_baseline.py",
-                             "--rig", "--count", String(taps), "--url", url, "--uid", uid]
+        process.arguments = [
+            "-c", BenchRig.launcher, "/usr/bin/python3", rigDirectory + "/pyscard_baseline.py",
+            "--rig", "--count", String(taps), "--url", url, "--uid", uid,
+        ]
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = FileHandle.nullDevice
@@ -222,7 +232,8 @@ final class Samples: Sendable {
 /// `nfc_rig.py` over pipes: one command, one `OK`/`ERR` line.
 final class BenchRig {
     /// Clears the inherited signal mask before exec: pcscd started by the rig must see the rig's SIGTERM.
-    static let launcher = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+    static let launcher =
+        "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
         + "os.execv(sys.argv[1], sys.argv[1:])"
 
     private let process = Process()

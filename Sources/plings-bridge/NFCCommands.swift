@@ -66,16 +66,18 @@ extension CLI {
             return 0
         }
         guard args.positional.isEmpty else { throw CommandFailure.usage("test-read takes no arguments") }
-        let count = try args.value("--count").map { text -> Int in
-            guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--count must be a positive number") }
-            return n
-        } ?? 1
-        let timeout = try args.value("--timeout").map { text -> Double in
-            guard let s = Double(text), s > 0, s.isFinite else {
-                throw CommandFailure.usage("--timeout must be a positive number of seconds")
-            }
-            return s
-        } ?? 60
+        let count =
+            try args.value("--count").map { text -> Int in
+                guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--count must be a positive number") }
+                return n
+            } ?? 1
+        let timeout =
+            try args.value("--timeout").map { text -> Double in
+                guard let s = Double(text), s > 0, s.isFinite else {
+                    throw CommandFailure.usage("--timeout must be a positive number of seconds")
+                }
+                return s
+            } ?? 60
         let config = try settings(args, sources: false).config
         var nfc = config.nfc
         if let reader = args.value("--reader") { nfc.readers = [reader] }
@@ -110,7 +112,10 @@ extension CLI {
                 continue
             case .tap(let event):
                 events.append(event)
-                print(json ? Self.tapJSON(event, number: events.count).encoded() : Self.tapLine(event, number: events.count))
+                print(
+                    json
+                        ? Self.tapJSON(event, number: events.count).encoded()
+                        : Self.tapLine(event, number: events.count))
                 if events.count >= count { break loop }
                 timer.cancel()
                 generation += 1
@@ -125,19 +130,26 @@ extension CLI {
         let missing = count - events.count
         let rate = Double(events.count - failed) / Double(count)
         if json {
-            print(JSONValue.object([("summary", .object([
-                ("taps", .integer(events.count)), ("requested", .integer(count)),
-                ("ok", .integer(events.count - failed)), ("failed", .integer(failed)),
-                ("timedOut", .bool(timedOut)), ("successRate", .number(rate)),
-                ("medianReadMs", Self.percentile(readTimes, 0.5).map { .number($0) } ?? .null),
-                ("p95ReadMs", Self.percentile(readTimes, 0.95).map { .number($0) } ?? .null),
-            ]))]).encoded())
+            print(
+                JSONValue.object([
+                    (
+                        "summary",
+                        .object([
+                            ("taps", .integer(events.count)), ("requested", .integer(count)),
+                            ("ok", .integer(events.count - failed)), ("failed", .integer(failed)),
+                            ("timedOut", .bool(timedOut)), ("successRate", .number(rate)),
+                            ("medianReadMs", Self.percentile(readTimes, 0.5).map { .number($0) } ?? .null),
+                            ("p95ReadMs", Self.percentile(readTimes, 0.95).map { .number($0) } ?? .null),
+                        ])
+                    )
+                ]).encoded())
         } else {
             let median = Self.percentile(readTimes, 0.5).map { Self.ms($0) } ?? "-"
             let p95 = Self.percentile(readTimes, 0.95).map { Self.ms($0) } ?? "-"
-            print("summary: \(events.count - failed)/\(count) read (\(Int((rate * 100).rounded()))%), "
-                  + "\(failed) failed\(missing > 0 ? ", \(missing) not tapped" : ""); "
-                  + "detect-to-read median \(median) ms, p95 \(p95) ms")
+            print(
+                "summary: \(events.count - failed)/\(count) read (\(Int((rate * 100).rounded()))%), "
+                    + "\(failed) failed\(missing > 0 ? ", \(missing) not tapped" : ""); "
+                    + "detect-to-read median \(median) ms, p95 \(p95) ms")
         }
         return failed == 0 && !timedOut ? 0 : 1
     }
@@ -185,7 +197,8 @@ extension CLI {
         } else {
             line += "\n  no URL: \(event.result?.noURLReason ?? "unknown")"
         }
-        line += "\n  \(event.apduCount) APDUs, connect \(ms(event.connectSeconds * 1000)) ms, "
+        line +=
+            "\n  \(event.apduCount) APDUs, connect \(ms(event.connectSeconds * 1000)) ms, "
             + "read \(ms(event.readSeconds * 1000)) ms, detect-to-read \(ms(event.detectToReadSeconds * 1000)) ms"
         return line
     }

@@ -26,7 +26,8 @@ final class NFCRig: @unchecked Sendable {
         // The test runner's threads block some signals and a spawned child inherits that mask: pcscd then
         // never sees the rig's SIGTERM and every rig shutdown costs the rig's 5 s kill timeout. Clear the
         // mask before exec'ing the rig (and so pcscd).
-        let launcher = "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+        let launcher =
+            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
             + "os.execv(sys.argv[1], sys.argv[1:])"
         process = try RunningProcess(
             "/usr/bin/python3", ["-c", launcher, "/usr/bin/python3", Products.rig("nfc/nfc_rig.py")] + arguments)
@@ -138,8 +139,10 @@ final class NFCHarness: @unchecked Sendable {
     }
 
     /// Taps a card, waits for the source's tap event for it, records the APDUs the card saw, removes the card.
-    func tap(_ kind: String, uid: String = "04A1B2C3D4E5F6", _ data: String = "-", _ options: String = "",
-             reader: Int = 0) throws -> (event: NFCTapEvent, apdus: [String]) {
+    func tap(
+        _ kind: String, uid: String = "04A1B2C3D4E5F6", _ data: String = "-", _ options: String = "",
+        reader: Int = 0
+    ) throws -> (event: NFCTapEvent, apdus: [String]) {
         let before = taps.all.count
         try rig.send("tap \(reader) \(kind) \(uid) \(data) \(options)")
         guard taps.wait(count: before + 1) else {
@@ -175,7 +178,8 @@ enum NDEF {
     static let plingsURL = "https://s.plings.io/?t=n&i=4kyQCd5tMDjJVWJKRzVT&p=4.2.3.3.6"
 
     /// One short record; `first`/`last` set MB/ME.
-    static func record(tnf: UInt8 = 1, type: String, payload: [UInt8], first: Bool = true, last: Bool = true) -> [UInt8] {
+    static func record(tnf: UInt8 = 1, type: String, payload: [UInt8], first: Bool = true, last: Bool = true) -> [UInt8]
+    {
         precondition(payload.count < 256)
         let header = (first ? 0x80 : 0) | (last ? 0x40 : 0) | 0x10 | tnf
         return [header, UInt8(type.utf8.count), UInt8(payload.count)] + Array(type.utf8) + payload
@@ -203,7 +207,8 @@ enum NDEF {
 
     /// NDEF TLV (1- or 3-byte length) and the terminator.
     static func tlv(_ message: [UInt8], threeByteLength: Bool = false) -> [UInt8] {
-        let header: [UInt8] = threeByteLength || message.count >= 0xFF
+        let header: [UInt8] =
+            threeByteLength || message.count >= 0xFF
             ? [0x03, 0xFF, UInt8(message.count >> 8), UInt8(message.count & 0xFF)]
             : [0x03, UInt8(message.count)]
         return header + message + [0xFE]
