@@ -73,7 +73,9 @@ extension NFCRigTests {
             #expect(tap["error"]?.stringValue?.contains("phone") == true)
         }
 
-        @Test func readersWithoutPcscdIsAnEmptyArray() throws {
+        /// Needs the machine without a pcscd (the rig serializes on /tmp/pcscd.lock; a system pcscd skips it).
+        @Test(.enabled(if: !FileManager.default.fileExists(atPath: "/run/pcscd/pcscd.comm")))
+        func readersWithoutPcscdIsAnEmptyArray() throws {
             let dir = TemporaryDirectory()
             defer { dir.remove() }
             let readers = try ProcessRunner.run(
