@@ -14,6 +14,8 @@ let package = Package(
     targets: [
         // C libraries, one system-library target each.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        // pcsc-lite: winscard.h includes <pcsclite.h> by bare name, so the include path must come from pkg-config.
+        .systemLibrary(name: "CPCSCLite", pkgConfig: "libpcsclite", providers: [.apt(["libpcsclite-dev"])]),
         // libcurl behind a few C functions (curl_easy_setopt is variadic; Swift cannot call it).
         .target(name: "CCurlShim", linkerSettings: [.linkedLibrary("curl")]),
         // libc facilities Swift's Glibc module does not import (ntp_adjtime).
@@ -37,18 +39,21 @@ let package = Package(
         .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim"]),
         // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
         .target(name: "HID", dependencies: ["BridgeCore", "Logging", "CUDev", "CEvdevShim"]),
+        // PC/SC: context lifecycle, reader monitor, tag reading through pcscd.
+        .target(name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
         .target(
             name: "Bridge",
-            dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder", "Location", "HID", "CSysShim"]),
+            dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder", "Location", "HID", "NFC", "CSysShim"]),
         // The CLI: thin.
         .executableTarget(
-            name: "plings-bridge", dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID"]),
+            name: "plings-bridge",
+            dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC"]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
             name: "plings-bench",
             dependencies: [
-                "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
+                "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim", "NFC",
             ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
@@ -56,6 +61,7 @@ let package = Package(
         .target(name: "BridgeTestSupport", path: "Sources/BridgeTestSupport"),
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
         .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport", "CGPSShim"]),
+        .testTarget(name: "NFCTests", dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),

@@ -2,15 +2,17 @@ import BridgeCore
 import Foundation
 import HID
 import Logging
+import NFC
 import Synchronization
 
-/// The running input sources (HID scanners; NFC readers), rebuilt as a whole on SIGHUP so a source
+/// The running input sources (NFC readers, HID scanners), rebuilt as a whole on SIGHUP so a source
 /// enabled, disabled or reconfigured in the file takes effect without a restart.
 ///
 /// Reads already handed to the pipeline are not affected by a rebuild: the pipeline outlives the sources.
 public final class SourceSet: Sendable {
     private struct Running: Sendable {
         var hid: HIDSource?
+        var nfc: NFCSource?
         var config: BridgeConfig?
     }
 
@@ -26,7 +28,7 @@ public final class SourceSet: Sendable {
     /// Starts the sources `config` enables, stopping those it no longer does (or whose settings changed).
     public func apply(_ config: BridgeConfig) {
         let previous = running.withLock { $0 }
-        var next = Running(hid: previous.hid, config: config)
+        var next = Running(hid: previous.hid, nfc: previous.nfc, config: config)
         if previous.config?.hid != config.hid || previous.hid == nil {
             previous.hid?.stop()
             next.hid = nil
@@ -36,12 +38,22 @@ public final class SourceSet: Sendable {
                 next.hid = hid
             }
         }
+        if previous.config?.nfc != config.nfc || previous.config?.hosts != config.hosts || previous.nfc == nil {
+            previous.nfc?.stop()
+            next.nfc = nil
+            if config.nfc.enabled {
+                let nfc = NFCSource(config: config.nfc, hosts: config.hosts, logger: logger, submit: submit)
+                nfc.start()
+                next.nfc = nfc
+            }
+        }
         running.withLock { $0 = next }
     }
 
     public func stop() {
         let current = running.withLock { $0 }
         current.hid?.stop()
+        current.nfc?.stop()
     }
 
     /// One line per source kind, for the start-up summary and `status`.
@@ -49,13 +61,14 @@ public final class SourceSet: Sendable {
         let current = running.withLock { $0 }
         let config = current.config ?? BridgeConfig()
         return [
+            ("nfc", current.nfc?.summary ?? (config.nfc.enabled ? "starting" : "disabled")),
             ("hid", current.hid?.summary ?? (config.hid.enabled ? "starting" : "disabled")),
         ]
     }
 
     /// Status reporter entries: a source is "up" when it has at least one working device.
     public var reporterSources: [StatusReporter.Source] {
-        ["hid"].map { kind in
+        ["nfc", "hid"].map { kind in
             StatusReporter.Source(
                 kind: kind,
                 state: { [self] in summaries.first { $0.kind == kind }?.state ?? "" },

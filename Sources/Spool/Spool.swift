@@ -59,7 +59,7 @@ public final class Spool: Sendable {
             db = try SQLiteConnection(path: path)
             try db.execute("PRAGMA busy_timeout = \(Spool.busyTimeoutMilliseconds)")
             // WAL lets `spool list` read while `run` writes; it must be set before any transaction.
-            try db.execute("PRAGMA journal_mode = WAL")
+            try Spool.enableWAL(db)
             try db.execute("PRAGMA synchronous = \(synchronous.rawValue.uppercased())")
             try Spool.migrate(db)
         } catch let error as SQLiteError {
@@ -84,6 +84,27 @@ public final class Spool: Sendable {
     public static func openIfExists(path: String) throws(SpoolError) -> Spool? {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
         return try Spool(path: path)
+    }
+
+    /// Switches to WAL. Changing the journal mode needs an exclusive lock and SQLite does not call the busy
+    /// handler for it, so when another process is creating the same spool at that moment the switch fails
+    /// with "database is locked": retry for up to the busy timeout. Already WAL (the usual case): no lock.
+    static func enableWAL(_ db: SQLiteConnection) throws(SQLiteError) {
+        let deadline = MonotonicTime.now() + Double(busyTimeoutMilliseconds) / 1000
+        var pause: UInt32 = 1000
+        while true {
+            do throws(SQLiteError) {
+                let mode = try db.prepare("PRAGMA journal_mode = WAL")
+                defer { mode.reset() }
+                if try mode.step(), mode.string(0)?.lowercased() == "wal" { return }
+                throw SQLiteError(
+                    code: 5, message: "journal mode stays \(mode.string(0) ?? "?")", context: "PRAGMA journal_mode")
+            } catch {
+                guard error.isBusy, MonotonicTime.now() < deadline else { throw error }
+                usleep(pause)
+                pause = min(pause * 2, 50_000)
+            }
+        }
     }
 
     static func migrate(_ db: SQLiteConnection) throws {
@@ -462,6 +483,15 @@ public final class Spool: Sendable {
             try s.bind(1, id)
             try s.step()
         }
+    }
+}
+
+/// CLOCK_MONOTONIC seconds, for bounded retries.
+enum MonotonicTime {
+    static func now() -> Double {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }
 

@@ -26,10 +26,13 @@ case "all":
     BenchTable.collected.withLock { $0 = [] }
     SpoolBenchmark.run(arguments: full ? [] : ["--count", "2000"])
     HIDBenchmark.run(arguments: [])
+    NFCBenchmark.run(arguments: full ? [] : ["--taps", "30", "--idle", "20"])
     LocationBenchmark.run(arguments: full ? [] : ["--seconds", "20"])
     DrainBenchmark.run(arguments: full ? [] : ["--count", "10000", "--large", "100000"])
     let rows = BenchTable.collected.withLock { $0 ?? [] }
     BenchTable.printTable(rows)
+case "nfc":
+    NFCBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "writer":
     SpoolWriter.run(arguments: Array(arguments.dropFirst()))
 default:
@@ -42,6 +45,7 @@ default:
           location [--seconds N]          latency a fix adds to a read; gpsd client CPU at 1 Hz and 10 Hz (60 s each)
           hid [--lines N] [--samples N] [--dir DIR]
                                           decoder events/s, reader loop through a pipe, KEY_ENTER -> committed
+          nfc [--taps 30] [--idle 60]     tap-to-commit latency on the NFC rig against pyscard, APDUs, idle CPU
         """)
     exit(command == "help" || command == "--help" ? 0 : 2)
 }

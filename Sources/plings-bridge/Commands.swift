@@ -43,6 +43,8 @@ struct CLI {
             case "version": return try version(args.dropFirst())
             case "doctor": return try doctor(args.dropFirst())
             case "status": return try status(args.dropFirst())
+            case "readers": return try readers(args.dropFirst())
+            case "test-read": return try await testRead(args.dropFirst())
             case "help", "--help", "-h":
                 print(helpText(for: args.dropFirst().first))
                 return 0
@@ -80,6 +82,8 @@ struct CLI {
         case "version": return Help.version
         case "doctor": return Help.doctor
         case "status": return Help.status
+        case "readers": return Help.readers
+        case "test-read": return Help.testRead
         default: return Help.main
         }
     }

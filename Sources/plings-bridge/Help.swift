@@ -14,6 +14,8 @@ enum Help {
           doctor                   checks pcscd, readers, udev rules, scanners, gpsd, clock, spool, API
           gps                      gpsd status: connected, mode, position, accuracy, fix age, satellites
           scanners [--json]        USB HID barcode scanners: match reason, open/grab check; --watch reads them
+          readers                  PC/SC readers: card present, ATR, tag kind, UID
+          test-read                read N taps and show UID, URL, APDUs and timings (for hardware testers)
           version                  version and linked library versions
           help [COMMAND]           this text, or a command's
 
@@ -121,5 +123,26 @@ enum Help {
         Usage: plings-bridge version [--json]
 
         Prints the version and the versions of the linked libraries.
+        """
+
+    static let readers = """
+        Usage: plings-bridge readers [--json] [--config PATH]
+
+        Lists the PC/SC readers pcscd knows, whether a card is on each, its ATR, tag kind and UID, and whether
+        nfc.readers selects the reader. No pcscd or no readers is an empty list (exit 0); the line says why.
+          --json                   an array of {"name", "cardPresent", "atr", "tagKind", "tagName", "uid",
+                                   "selected", "note"}
+        """
+
+    static let testRead = """
+        Usage: plings-bridge test-read [--reader NAME] [--count N] [--timeout S] [--json] [--config PATH]
+
+        Waits for N taps (default 1) and prints, per tap, the UID, tag kind, URL, APDU count, detect-to-read
+        and read time, or the error; then a summary with the success rate and the median and p95
+        detect-to-read time. Nothing is spooled. Exit 1 when a read failed or a tap did not come in time.
+          --reader NAME            only this reader (a shell-style pattern; default nfc.readers, else all)
+          --count N                taps to wait for (default 1)
+          --timeout S              seconds to wait for each tap (default 60)
+          --json                   one JSON object per tap, then {"summary": {...}}
         """
 }

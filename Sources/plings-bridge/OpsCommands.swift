@@ -3,6 +3,7 @@ import BridgeCore
 import Foundation
 import HID
 import Location
+import NFC
 
 extension CLI {
     /// `plings-bridge doctor [--json]`: every check with its finding and fix; exit 1 when one failed.
@@ -40,7 +41,32 @@ extension CLI {
 
     /// Checks contributed by the hardware modules (readers, scanners, gpsd).
     func hardwareChecks(_ settings: Settings) -> [DoctorCheck] {
-        [scannersCheck(settings.config), gpsCheck(settings.config)]
+        readerChecks(settings.config) + [scannersCheck(settings.config), gpsCheck(settings.config)]
+    }
+
+    /// pcscd reachable (and polkit letting us in), then the readers present.
+    func readerChecks(_ config: BridgeConfig) -> [DoctorCheck] {
+        guard config.nfc.enabled else { return [DoctorCheck("pcscd", .skip, "NFC readers disabled")] }
+        let listing = NFCReaders.list()
+        if let problem = listing.problem {
+            let denied = problem.lowercased().contains("denied") || problem.lowercased().contains("security")
+            return [
+                DoctorCheck(
+                    "pcscd", .fail, problem,
+                    fix: denied
+                        ? "install the polkit rule for group plings (udev/plings-bridge-pcsc.rules) and add the user to it"
+                        : "install and start pcscd: apt-get install pcscd && systemctl enable --now pcscd.socket"),
+                DoctorCheck("readers", .skip, "not checked: pcscd not reachable"),
+            ]
+        }
+        let readers = listing.readers.filter { NFCSource.matches($0.name, patterns: config.nfc.readers) }
+        let pcscd = DoctorCheck("pcscd", .ok, "pcscd reachable")
+        if readers.isEmpty {
+            return [pcscd, DoctorCheck(
+                "readers", .warn, "no NFC reader attached" + (config.nfc.readers.isEmpty ? "" : " matching nfc.readers"),
+                fix: "plug in a PC/SC reader (ACR122U: blacklist pn533/nfc, see docs/operations.md); `plings-bridge readers`")]
+        }
+        return [pcscd, DoctorCheck("readers", .ok, "\(readers.count) reader(s): " + readers.map(\.name).joined(separator: ", "))]
     }
 
     func scannersCheck(_ config: BridgeConfig) -> DoctorCheck {

@@ -1,0 +1,268 @@
+import BridgeCore
+import Foundation
+import Logging
+
+/// The loop on `NFCSource`'s thread: context lifecycle, reader list, the blocking wait, and the reads.
+///
+/// State lives in this struct and is touched by that one thread only; `NFCSource` holds what `stop()` needs.
+struct ReaderMonitor {
+    /// What the monitor remembers about one reader between waits.
+    struct Track {
+        /// The last `dwEventState` (without CHANGED), fed back as `dwCurrentState`.
+        var current: UInt = 0
+        /// The event counter of the card last handled (read, or refused) on this reader.
+        var handled: UInt?
+        /// A card was on the reader, already handled, when the context was lost. pcscd's counters restart with
+        /// pcscd, so after reconnecting the first sight of a present card is taken as that same card.
+        var skipPresentOnce = false
+    }
+
+    let source: NFCSource
+    private var context: PCSCContext?
+    private var tracks: [String: Track] = [:]
+    /// The PnP pseudo-reader's last state (its upper 16 bits hold pcscd's reader count).
+    private var plugAndPlay: UInt = 0
+    /// Consecutive failures to establish or keep a context: drives the back-off.
+    private var failures = 0
+    /// Consecutive "reader vanished" wait errors: a short pause when they repeat.
+    private var readerErrors = 0
+    /// A "pcscd is away" line was logged and no "pcscd connected" since: log nothing more until it is back.
+    private var announcedDown = false
+    private var lastLoss: (code: Int, time: Double)?
+    private var knownReaders: [String]?
+
+    init(source: NFCSource) {
+        self.source = source
+    }
+
+    private var logger: Logger { source.log }
+
+    mutating func run() {
+        defer { dropContext() }
+        while !source.isStopping {
+            if let context {
+                step(context)
+            } else {
+                connect()
+            }
+        }
+    }
+
+    // MARK: context lifecycle
+
+    /// Back-off before the next establish: 0 after a clean run, then 0.1, 0.2, 0.4, 0.8, 1 s. Capped at 1 s
+    /// so a tap right after pcscd comes back is not missed for long; an establish attempt is a cheap local
+    /// socket connect, and nothing is logged per attempt.
+    private var backoff: Double {
+        failures == 0 ? 0 : min(1.0, 0.1 * Double(1 << min(failures - 1, 4)))
+    }
+
+    private mutating func connect() {
+        if backoff > 0 {
+            source.pause(backoff)
+            if source.isStopping { return }
+        }
+        do {
+            let fresh = try PCSCContext.establish()
+            guard source.publish(contextHandle: fresh.handle) else {
+                fresh.release()
+                return
+            }
+            context = fresh
+            plugAndPlay = 0
+            knownReaders = nil
+            if announcedDown {
+                announcedDown = false
+                logger.info("pcscd connected: watching readers again")
+            }
+        } catch {
+            failures += 1
+            source.setSummary("pcscd not running: waiting")
+            if !announcedDown {
+                announcedDown = true
+                logger.warn(
+                    "pcscd not running: waiting for it (no NFC reads until it is back)",
+                    [("error", error.description)])
+            }
+        }
+    }
+
+    /// Forgets the context after pcscd went away (or the context broke) and arranges a reconnect.
+    private mutating func lose(_ error: PCSCError) {
+        let now = NFCClock.now()
+        // A context that breaks again and again for the same reason logs once a minute, not once a second.
+        let repeated = lastLoss.map { $0.code == error.code && now - $0.time < 60 } ?? false
+        if !announcedDown && !repeated {
+            logger.warn("lost the pcscd connection: reconnecting", [("error", error.description)])
+            lastLoss = (error.code, now)
+        }
+        announcedDown = announcedDown || !repeated
+        failures += 1
+        source.setSummary("pcscd connection lost: reconnecting")
+        for name in Array(tracks.keys) {
+            guard var track = tracks[name] else { continue }
+            track.skipPresentOnce = track.current & ReaderFlags.present != 0 && track.handled != nil
+            track.handled = nil
+            track.current = 0
+            tracks[name] = track
+        }
+        dropContext()
+    }
+
+    private mutating func dropContext() {
+        source.publish(contextHandle: nil)
+        context?.release()
+        context = nil
+    }
+
+    // MARK: one wait
+
+    private mutating func step(_ context: PCSCContext) {
+        let all: [String]
+        do {
+            all = try context.listReaders()
+        } catch {
+            lose(error)
+            return
+        }
+        let readers = all.filter { NFCSource.matches($0, patterns: source.readerPatterns) }
+        noteReaders(readers, all: all)
+
+        var states = readers.map { ReaderStatus(name: $0, current: tracks[$0]?.current ?? 0) }
+        states.append(ReaderStatus(name: PCSCContext.plugAndPlay, current: plugAndPlay))
+        do {
+            try context.getStatusChange(&states, timeout: PCSCContext.infinite)
+        } catch {
+            switch error.code {
+            case PCSCError.cancelled, PCSCError.timeout:
+                return
+            case PCSCError.unknownReader, PCSCError.readerUnavailable:
+                // A reader left between the list and the wait: re-list. Pause if it keeps happening.
+                readerErrors += 1
+                if readerErrors > 1 { source.pause(0.2) }
+                return
+            default:
+                lose(error)
+                return
+            }
+        }
+        readerErrors = 0
+        failures = 0
+        let detectedAt = Date()
+        let detected = NFCClock.now()
+        plugAndPlay = states[states.count - 1].event & ~ReaderFlags.changed
+        for status in states.dropLast() {
+            handle(status, context: context, detectedAt: detectedAt, detected: detected)
+        }
+    }
+
+    /// Logs reader changes (one line each time the set changes) and updates the summary.
+    private mutating func noteReaders(_ readers: [String], all: [String]) {
+        tracks = tracks.filter { readers.contains($0.key) }
+        let summary: String
+        switch readers.count {
+        case 0 where all.isEmpty: summary = "no readers"
+        case 0: summary = "no reader matches nfc.readers (\(all.count) present: \(all.joined(separator: ", ")))"
+        case 1: summary = "1 reader: \(readers[0])"
+        default: summary = "\(readers.count) readers: \(readers.joined(separator: ", "))"
+        }
+        source.setSummary(summary)
+        if knownReaders != readers {
+            knownReaders = readers
+            logger.info("NFC readers: \(summary)", [("readers", String(readers.count))])
+        }
+    }
+
+    private mutating func handle(_ status: ReaderStatus, context: PCSCContext, detectedAt: Date, detected: Double) {
+        var track = tracks[status.name] ?? Track()
+        defer { tracks[status.name] = track }
+        track.current = status.event & ~ReaderFlags.changed
+        let flags = status.flags
+        guard flags & (ReaderFlags.unknown | ReaderFlags.unavailable) == 0 else { return }
+        guard flags & ReaderFlags.present != 0 else {
+            track.skipPresentOnce = false
+            return
+        }
+        guard track.handled != status.counter else { return }
+        track.handled = status.counter
+        if track.skipPresentOnce {
+            track.skipPresentOnce = false
+            logger.debug(
+                "card still on the reader since before pcscd restarted: not read again",
+                [("reader", status.name)])
+            return
+        }
+        if flags & ReaderFlags.mute != 0 {
+            logger.warn(
+                "card on the reader does not answer (mute): ignored; tap again",
+                [("reader", status.name), ("atr", NFCReaders.hexUpper(status.atr))])
+            return
+        }
+        read(status, context: context, detectedAt: detectedAt, detected: detected)
+    }
+
+    // MARK: one tap
+
+    private func read(_ status: ReaderStatus, context: PCSCContext, detectedAt: Date, detected: Double) {
+        let kind = TagKind.from(atr: status.atr)
+        var event = NFCTapEvent(
+            reader: status.name, atr: status.atr, kind: kind, detectedAt: detectedAt, detectedMonotonic: detected,
+            finishedMonotonic: detected, connectSeconds: 0, readSeconds: 0, transmitSeconds: 0, apduCount: 0)
+        let connectStart = NFCClock.now()
+        let card: PCSCCard
+        do {
+            card = try context.connect(reader: status.name)
+        } catch {
+            let finished = NFCClock.now()
+            event.connectSeconds = finished - connectStart
+            event.finishedMonotonic = finished
+            event.error =
+                error.isCardGone
+                ? "card left before it could be read (\(error.description))"
+                : "cannot connect to the card: \(error.description)"
+            fail(event)
+            return
+        }
+        let readStart = NFCClock.now()
+        event.connectSeconds = readStart - connectStart
+        var transport = PCSCTransport(card: card)
+        let outcome: Result<TagReadResult, TagReadError>
+        do {
+            outcome = .success(try TagReader.read(kind: kind, transport: &transport))
+        } catch {
+            outcome = .failure(error)
+        }
+        let finished = NFCClock.now()
+        // Disconnect after the submit: it is one more round trip to pcscd that the read does not wait for.
+        defer { card.disconnect() }
+        event.readSeconds = finished - readStart
+        event.finishedMonotonic = finished
+        event.transmitSeconds = transport.transmitSeconds
+        event.apduCount = transport.count
+        switch outcome {
+        case .success(let result):
+            let read = source.makeRead(reader: status.name, result: result, detectedAt: detectedAt)
+            event.result = result
+            event.read = read
+            logger.debug(
+                "NFC tag read",
+                [
+                    ("reader", status.name), ("uid", read.uid ?? ""), ("kind", kind.code),
+                    ("apdus", String(result.apduCount)),
+                ])
+            source.deliver(read)
+            source.report(event)
+        case .failure(let error):
+            event.error = error.description
+            fail(event)
+        }
+    }
+
+    /// One clear line per failed tap; nothing is submitted and nothing is retried until the next tap.
+    private func fail(_ event: NFCTapEvent) {
+        logger.warn(
+            "NFC read failed: nothing recorded; tap again",
+            [("reader", event.reader), ("kind", event.kind.code), ("error", event.error ?? "unknown")])
+        source.report(event)
+    }
+}

@@ -1,0 +1,282 @@
+import Bridge
+import BridgeCore
+import Foundation
+import Logging
+import NFC
+import Spool
+import Synchronization
+
+/// `plings-bench nfc`: tap-to-committed latency of `NFCSource -> Pipeline -> Spool` on the NFC rig, against
+/// `pyscard_baseline.py` doing the same APDUs and printing the URL; the bridge's own work; APDUs per read
+/// against the minimum; and the CPU time of an idle source with readers attached.
+///
+/// Needs the rig's packages (pcscd, vpcd, python3-virtualsmartcard, python3-pyscard) and no other pcscd:
+/// run it as `flock /tmp/pcscd.lock swift run -c release plings-bench nfc` from the package root.
+enum NFCBenchmark {
+    static let url = "https://s.plings.io/?t=n&i=4kyQCd5tMDjJVWJKRzVT&p=4.2.3.3.6"
+    static let uid = "04A1B2C3D4E5F6"
+
+    static func run(arguments: [String]) {
+        var taps = 30
+        var idle = 60.0
+        var rigDirectory = FileManager.default.currentDirectoryPath + "/Tests/Rigs/nfc"
+        var i = 0
+        while i + 1 < arguments.count {
+            switch arguments[i] {
+            case "--taps": taps = max(1, Int(arguments[i + 1]) ?? taps)
+            case "--idle": idle = max(0, Double(arguments[i + 1]) ?? idle)
+            case "--rig-dir": rigDirectory = arguments[i + 1]
+            default: break
+            }
+            i += 2
+        }
+        guard FileManager.default.fileExists(atPath: rigDirectory + "/nfc_rig.py") else {
+            print("nfc: \(rigDirectory)/nfc_rig.py not found (run from the package root or pass --rig-dir)")
+            exit(2)
+        }
+
+        let ours: Measurement
+        do {
+            ours = try measureBridge(taps: taps, idle: idle, rigDirectory: rigDirectory)
+        } catch {
+            print("nfc: bridge run failed: \(error)")
+            exit(1)
+        }
+        let baseline = measureBaseline(taps: taps, rigDirectory: rigDirectory)
+        if baseline == nil { print("nfc: the pyscard baseline did not run (python3-pyscard installed?)") }
+
+        let minimum = minimumAPDUs()
+        var rows = [
+            BenchRow(
+                metric: "tap to committed spool record, card present -> durable commit (median of \(taps) taps)",
+                ours: median(ours.latencies), baseline: baseline, unit: "ms",
+                goal: "ratio <= 1.0 (baseline: pyscard, same APDUs, prints the URL)", higherIsBetter: false),
+            BenchRow(
+                metric: "same, p95", ours: percentile(ours.latencies, 0.95), baseline: nil, unit: "ms",
+                goal: "info", higherIsBetter: false),
+            BenchRow(
+                metric: "of which card present -> tag read and parsed (median)", ours: median(ours.toRead),
+                baseline: baseline, unit: "ms", goal: "info: the read alone against the baseline",
+                higherIsBetter: false),
+            BenchRow(
+                metric: "of which read -> committed durably through the pipeline (median)",
+                ours: median(ours.toCommit), baseline: nil, unit: "ms", goal: "info", higherIsBetter: false),
+            BenchRow(
+                metric: "bridge's own work, card present -> committed minus time in SCardConnect/Transmit (median)",
+                ours: median(ours.ownWork), baseline: nil, unit: "ms", goal: "< 5 ms", higherIsBetter: false),
+            BenchRow(
+                metric: "APDUs per read, NTAG213 with a Plings URL (max over taps; minimum \(minimum))",
+                ours: Double(ours.apdus.max() ?? 0), baseline: Double(minimum), unit: "APDUs",
+                goal: "= minimum", higherIsBetter: false),
+        ]
+        if let cpu = ours.idleCPU {
+            rows.append(
+                BenchRow(
+                    metric: "CPU time of the NFC source over \(Int(idle)) s idle, 2 readers attached",
+                    ours: cpu * 1000, baseline: nil, unit: "ms", goal: "< 10 ms", higherIsBetter: false))
+        }
+        BenchTable.print(rows)
+        if ours.failures > 0 { print("nfc: \(ours.failures) tap(s) failed") }
+    }
+
+    struct Measurement {
+        var latencies: [Double] = []
+        var ownWork: [Double] = []
+        var toRead: [Double] = []
+        var toCommit: [Double] = []
+        var apdus: [Int] = []
+        var failures = 0
+        var idleCPU: Double?
+    }
+
+    struct BenchFailure: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    /// One `tap ... / remove` cycle per sample; each sample waits for the durable commit of its read.
+    static func measureBridge(taps: Int, idle: Double, rigDirectory: String) throws -> Measurement {
+        let directory = NSTemporaryDirectory() + "plings-bench-nfc-\(UUID().uuidString.prefix(8))"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let spool = try Spool(path: directory + "/spool.sqlite")
+        let logger = Logger(minimum: .warn)
+        // Debounce 0: the benchmark taps the same tag again and again on purpose.
+        let pipeline = Pipeline(
+            spool: spool, builder: ScanBuilder(parser: PlingsURLParser()), fixProvider: NoFixProvider(),
+            debounce: [:], logger: logger)
+        defer { pipeline.stop() }
+        let commits = Samples()
+        let events = Samples()
+        let source = NFCSource(
+            config: BridgeConfig().nfc, hosts: ["s.plings.io"], logger: logger,
+            submit: { read in
+                pipeline.submit(read) { outcome in
+                    if case .accepted = outcome { commits.add(.commit(NFCClock.now())) }
+                }
+            },
+            onTap: { events.add(.tap($0)) })
+
+        let rig = try BenchRig(script: rigDirectory + "/nfc_rig.py")
+        defer { rig.close() }
+        source.start()
+        defer { source.stop() }
+
+        var result = Measurement()
+        var successes = 0
+        for n in 1...taps {
+            _ = try rig.send("tap 0 ntag213 \(uid) - url=\(url)")
+            guard events.wait(count: n), case .tap(let event) = events.all[n - 1] else {
+                throw BenchFailure(description: "tap \(n): no read within 10 s")
+            }
+            if event.succeeded {
+                guard commits.wait(count: successes + 1), case .commit(let committed) = commits.all[successes] else {
+                    throw BenchFailure(description: "tap \(n): read not committed within 10 s")
+                }
+                successes += 1
+                let latency = (committed - event.detectedMonotonic) * 1000
+                result.latencies.append(latency)
+                result.ownWork.append(latency - (event.connectSeconds + event.transmitSeconds) * 1000)
+                result.apdus.append(event.apduCount)
+                result.toRead.append(event.detectToReadSeconds * 1000)
+                result.toCommit.append((committed - event.finishedMonotonic) * 1000)
+            } else {
+                result.failures += 1
+            }
+            _ = try rig.send("remove 0")
+        }
+
+        if idle > 0 {
+            let before = cpuSeconds()
+            Thread.sleep(forTimeInterval: idle)
+            result.idleCPU = cpuSeconds() - before
+        }
+        return result
+    }
+
+    /// `pyscard_baseline.py --rig`: the median of its `ms` (card reported present -> URL printed).
+    static func measureBaseline(taps: Int, rigDirectory: String) -> Double? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = [
+            "-c", BenchRig.launcher, "/usr/bin/python3", rigDirectory + "/pyscard_baseline.py",
+            "--rig", "--count", String(taps), "--url", url, "--uid", uid,
+        ]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = FileHandle.nullDevice
+        guard (try? process.run()) != nil else { return nil }
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        var times: [Double] = []
+        for line in output.split(separator: "\n") where line.hasPrefix("{") {
+            guard let json = try? JSONParser.parse(String(line)), json["ok"] == .bool(true),
+                let ms = json["ms"]?.doubleValue
+            else { continue }
+            times.append(ms)
+        }
+        return times.isEmpty ? nil : median(times)
+    }
+
+    /// UID, the CC read (CC and 12 data bytes), then 16 bytes per read until the TLV and message are in.
+    static func minimumAPDUs() -> Int {
+        let end = 2 + 4 + NDEFURI.encodePayload(url).count  // TLV header, record header and type, payload
+        return 2 + max(0, end - 12 + 15) / 16
+    }
+
+    static func cpuSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec) + Double(usage.ru_utime.tv_usec) / 1e6
+            + Double(usage.ru_stime.tv_sec) + Double(usage.ru_stime.tv_usec) / 1e6
+    }
+
+    static func median(_ values: [Double]) -> Double { percentile(values, 0.5) }
+
+    static func percentile(_ values: [Double], _ p: Double) -> Double {
+        guard !values.isEmpty else { return .nan }
+        let sorted = values.sorted()
+        return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
+    }
+}
+
+/// Tap events and commit times from the source's and the pipeline's threads, with a bounded wait.
+final class Samples: Sendable {
+    enum Sample: Sendable {
+        case tap(NFCTapEvent)
+        case commit(Double)
+    }
+
+    private let values = Mutex<[Sample]>([])
+    private let condition = NSCondition()
+
+    func add(_ sample: Sample) {
+        values.withLock { $0.append(sample) }
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    var all: [Sample] { values.withLock { $0 } }
+
+    func wait(count: Int, timeout: Double = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while values.withLock({ $0.count }) < count {
+            if !condition.wait(until: deadline) { return values.withLock { $0.count } >= count }
+        }
+        return true
+    }
+}
+
+/// `nfc_rig.py` over pipes: one command, one `OK`/`ERR` line.
+final class BenchRig {
+    /// Clears the inherited signal mask before exec: pcscd started by the rig must see the rig's SIGTERM.
+    static let launcher =
+        "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+        + "os.execv(sys.argv[1], sys.argv[1:])"
+
+    private let process = Process()
+    private let input = Pipe()
+    private let output = Pipe()
+    private var buffer = Data()
+
+    init(script: String) throws {
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
+        process.arguments = ["-c", BenchRig.launcher, "/usr/bin/python3", script]
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let ready = readLine()
+        guard ready == "READY" else {
+            throw NFCBenchmark.BenchFailure(description: "nfc_rig.py: \(ready ?? "no output")")
+        }
+    }
+
+    func send(_ command: String) throws -> String {
+        input.fileHandleForWriting.write(Data((command + "\n").utf8))
+        guard let answer = readLine(), answer.hasPrefix("OK") else {
+            throw NFCBenchmark.BenchFailure(description: "nfc_rig.py: '\(command)' failed")
+        }
+        return answer
+    }
+
+    private func readLine() -> String? {
+        while true {
+            if let newline = buffer.firstIndex(of: 0x0A) {
+                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
+                buffer.removeSubrange(buffer.startIndex...newline)
+                return line
+            }
+            let chunk = output.fileHandleForReading.availableData
+            if chunk.isEmpty { return nil }
+            buffer.append(chunk)
+        }
+    }
+
+    func close() {
+        _ = try? send("quit")
+        process.waitUntilExit()
+    }
+}

@@ -1,0 +1,216 @@
+import BridgeCore
+import Foundation
+import Logging
+import NFC
+import Synchronization
+
+/// `readers` and `test-read`: the PC/SC commands for installers and hardware testers.
+extension CLI {
+    // MARK: readers
+
+    func readers(_ rest: ArraySlice<String>) throws -> Int32 {
+        let args = try Arguments(rest, valued: commonValued, switches: [])
+        if args.wantsHelp {
+            print(Help.readers)
+            return 0
+        }
+        guard args.positional.isEmpty else { throw CommandFailure.usage("readers takes no arguments") }
+        let config = try settings(args, sources: false).config
+        let listing = NFCReaders.list()
+        let patterns = config.nfc.readers
+        if args.json {
+            let items = listing.readers.map { reader -> JSONValue in
+                .object([
+                    ("name", .string(reader.name)),
+                    ("cardPresent", .bool(reader.cardPresent)),
+                    ("atr", reader.atr.map { .string(NFCReaders.hexUpper($0)) } ?? .null),
+                    ("tagKind", reader.tagKind.map { .string($0.code) } ?? .null),
+                    ("tagName", reader.tagKind.map { .string($0.description) } ?? .null),
+                    ("uid", reader.uid.map { .string(NFCSource.hex($0)) } ?? .null),
+                    ("selected", .bool(NFCSource.matches(reader.name, patterns: patterns))),
+                    ("note", reader.note.map { .string($0) } ?? .null),
+                ])
+            }
+            print(JSONValue.array(items).encoded())
+            if let problem = listing.problem { logger.warn(problem) }
+            return 0
+        }
+        if let problem = listing.problem {
+            print("no readers: \(problem)")
+            return 0
+        }
+        if listing.readers.isEmpty {
+            print("no readers: pcscd is running but reports no reader (plugged in? driver installed?)")
+            return 0
+        }
+        for reader in listing.readers {
+            let selected = NFCSource.matches(reader.name, patterns: patterns) ? "" : "  (not selected by nfc.readers)"
+            print("\(reader.name)\(selected)")
+            guard reader.cardPresent else {
+                print("  no card")
+                continue
+            }
+            print("  card:  \(reader.tagKind.map { $0.description } ?? "unknown")")
+            print("  ATR:   \(reader.atr.map(NFCReaders.hexUpper) ?? "-")")
+            print("  UID:   \(reader.uid.map(NFCSource.hex) ?? "-")" + (reader.note.map { "  (\($0))" } ?? ""))
+        }
+        return 0
+    }
+
+    // MARK: test-read
+
+    func testRead(_ rest: ArraySlice<String>) async throws -> Int32 {
+        let args = try Arguments(rest, valued: commonValued.union(["--reader", "--count", "--timeout"]), switches: [])
+        if args.wantsHelp {
+            print(Help.testRead)
+            return 0
+        }
+        guard args.positional.isEmpty else { throw CommandFailure.usage("test-read takes no arguments") }
+        let count =
+            try args.value("--count").map { text -> Int in
+                guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--count must be a positive number") }
+                return n
+            } ?? 1
+        let timeout =
+            try args.value("--timeout").map { text -> Double in
+                guard let s = Double(text), s > 0, s.isFinite else {
+                    throw CommandFailure.usage("--timeout must be a positive number of seconds")
+                }
+                return s
+            } ?? 60
+        let config = try settings(args, sources: false).config
+        var nfc = config.nfc
+        if let reader = args.value("--reader") { nfc.readers = [reader] }
+
+        /// Taps and per-tap deadlines arrive on one stream, so waiting needs no blocking call.
+        enum Item: Sendable {
+            case tap(NFCTapEvent)
+            case deadline(Int)
+        }
+        let (stream, continuation) = AsyncStream.makeStream(of: Item.self)
+        // test-read reads and reports; it spools nothing (the submit is a no-op).
+        let source = NFCSource(
+            config: nfc, hosts: config.hosts, logger: logger, submit: { _ in },
+            onTap: { continuation.yield(.tap($0)) })
+        let json = args.json
+        let target = nfc.readers.isEmpty ? "any reader" : nfc.readers.joined(separator: ", ")
+        logger.info("test-read: tap \(count) tag(s) on \(target)", [("timeout", "\(timeout)s per tap")])
+        source.start()
+        defer { source.stop() }
+
+        var events: [NFCTapEvent] = []
+        var timedOut = false
+        var generation = 0
+        var timer = Self.deadline(generation, after: timeout, continuation) { .deadline($0) }
+        loop: for await item in stream {
+            switch item {
+            case .deadline(let g) where g == generation:
+                timedOut = true
+                logger.error("test-read: no tap within \(timeout)s", [("status", source.summary)])
+                break loop
+            case .deadline:
+                continue
+            case .tap(let event):
+                events.append(event)
+                print(
+                    json
+                        ? Self.tapJSON(event, number: events.count).encoded()
+                        : Self.tapLine(event, number: events.count))
+                if events.count >= count { break loop }
+                timer.cancel()
+                generation += 1
+                timer = Self.deadline(generation, after: timeout, continuation) { .deadline($0) }
+            }
+        }
+        timer.cancel()
+        continuation.finish()
+
+        let readTimes = events.filter(\.succeeded).map { $0.detectToReadSeconds * 1000 }.sorted()
+        let failed = events.filter { !$0.succeeded }.count
+        let missing = count - events.count
+        let rate = Double(events.count - failed) / Double(count)
+        if json {
+            print(
+                JSONValue.object([
+                    (
+                        "summary",
+                        .object([
+                            ("taps", .integer(events.count)), ("requested", .integer(count)),
+                            ("ok", .integer(events.count - failed)), ("failed", .integer(failed)),
+                            ("timedOut", .bool(timedOut)), ("successRate", .number(rate)),
+                            ("medianReadMs", Self.percentile(readTimes, 0.5).map { .number($0) } ?? .null),
+                            ("p95ReadMs", Self.percentile(readTimes, 0.95).map { .number($0) } ?? .null),
+                        ])
+                    )
+                ]).encoded())
+        } else {
+            let median = Self.percentile(readTimes, 0.5).map { Self.ms($0) } ?? "-"
+            let p95 = Self.percentile(readTimes, 0.95).map { Self.ms($0) } ?? "-"
+            print(
+                "summary: \(events.count - failed)/\(count) read (\(Int((rate * 100).rounded()))%), "
+                    + "\(failed) failed\(missing > 0 ? ", \(missing) not tapped" : ""); "
+                    + "detect-to-read median \(median) ms, p95 \(p95) ms")
+        }
+        return failed == 0 && !timedOut ? 0 : 1
+    }
+
+    /// Yields `.deadline(generation)` after `seconds` unless cancelled.
+    private static func deadline<Item: Sendable>(
+        _ generation: Int, after seconds: Double, _ continuation: AsyncStream<Item>.Continuation,
+        _ make: @escaping @Sendable (Int) -> Item
+    ) -> Task<Void, Never> {
+        Task {
+            try? await Task.sleep(for: .seconds(seconds))
+            if !Task.isCancelled { continuation.yield(make(generation)) }
+        }
+    }
+
+    static func tapJSON(_ event: NFCTapEvent, number: Int) -> JSONValue {
+        let result = event.result
+        return .object([
+            ("tap", .integer(number)),
+            ("reader", .string(event.reader)),
+            ("ok", .bool(event.succeeded)),
+            ("uid", event.uidHex.map { .string($0) } ?? .null),
+            ("tagKind", .string(event.kind.code)),
+            ("tagName", .string(event.kind.description)),
+            ("atr", .string(NFCReaders.hexUpper(event.atr))),
+            ("url", event.read.map { $0.raw.isEmpty ? .null : .string($0.raw) } ?? .null),
+            ("uris", .array((result?.uris ?? []).map { .string($0) })),
+            ("noURLReason", result?.noURLReason.map { .string($0) } ?? .null),
+            ("ndef", result?.ndef.map { .string(NFCSource.hex($0)) } ?? .null),
+            ("apduCount", .integer(event.apduCount)),
+            ("connectMs", .number(round3(event.connectSeconds * 1000))),
+            ("readMs", .number(round3(event.readSeconds * 1000))),
+            ("detectToReadMs", .number(round3(event.detectToReadSeconds * 1000))),
+            ("detectedAt", .string(Timestamp.format(event.detectedAt))),
+            ("error", event.error.map { .string($0) } ?? .null),
+        ])
+    }
+
+    static func tapLine(_ event: NFCTapEvent, number: Int) -> String {
+        var line = "tap \(number): \(event.reader)  \(event.kind)  uid \(event.uidHex ?? "-")"
+        if let error = event.error {
+            line += "\n  FAILED: \(error)"
+        } else if let read = event.read, !read.raw.isEmpty {
+            line += "\n  URL: \(read.raw)"
+        } else {
+            line += "\n  no URL: \(event.result?.noURLReason ?? "unknown")"
+        }
+        line +=
+            "\n  \(event.apduCount) APDUs, connect \(ms(event.connectSeconds * 1000)) ms, "
+            + "read \(ms(event.readSeconds * 1000)) ms, detect-to-read \(ms(event.detectToReadSeconds * 1000)) ms"
+        return line
+    }
+
+    /// Nearest-rank percentile of sorted values.
+    static func percentile(_ sorted: [Double], _ p: Double) -> Double? {
+        guard !sorted.isEmpty else { return nil }
+        let rank = Int((p * Double(sorted.count)).rounded(.up))
+        return sorted[min(max(rank, 1), sorted.count) - 1]
+    }
+
+    static func round3(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+
+    static func ms(_ value: Double) -> String { String(format: "%.1f", value) }
+}

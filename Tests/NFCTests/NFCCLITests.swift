@@ -1,0 +1,88 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Testing
+
+/// The real `plings-bridge readers` and `test-read` binaries against the rig.
+extension NFCRigTests {
+    @Suite struct NFCCLITests {
+        let binary = Products.path("plings-bridge")
+
+        func environment(_ dir: TemporaryDirectory) -> [String: String] {
+            var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
+            env["XDG_STATE_HOME"] = dir.file("state")
+            env["HOME"] = dir.path
+            return env
+        }
+
+        @Test func readersJSONShowsTheTagAndTestReadReadsIt() throws {
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            let rig = try NFCRig()
+            defer { rig.close() }
+            try rig.send("tap 1 ntag213 04A1B2C3D4E5F6 - url=\(NDEF.plingsURL)")
+
+            let readers = try ProcessRunner.run(
+                binary, ["readers", "--json"], environment: environment(dir), timeout: 30)
+            #expect(readers.status == 0, "\(readers.stderr)")
+            let list = try JSONParser.parse(readers.stdout.trimmingASCIIWhitespace())
+            guard case .array(let items) = list else {
+                Issue.record("readers --json is not an array: \(readers.stdout)")
+                return
+            }
+            #expect(items.count == 2)
+            #expect(items.first?["name"] == .string("Virtual PCD 00 00"))
+            #expect(items.first?["cardPresent"] == .bool(false))
+            let withTag = try #require(items.last)
+            #expect(withTag["name"] == .string("Virtual PCD 00 01"))
+            #expect(withTag["cardPresent"] == .bool(true))
+            #expect(withTag["tagKind"] == .string("type2"))
+            #expect(withTag["uid"] == .string("04a1b2c3d4e5f6"))
+            #expect(withTag["atr"]?.stringValue?.hasPrefix("3B8F8001804F0CA0000003") == true)
+
+            // A tag already on the reader when test-read starts is its first tap.
+            let test = try ProcessRunner.run(
+                binary, ["test-read", "--count", "1", "--json", "--timeout", "10", "--reader", "*01"],
+                environment: environment(dir), timeout: 30)
+            #expect(test.status == 0, "\(test.stderr)")
+            let lines = test.stdoutLines
+            #expect(lines.count == 2, "\(test.stdout)")
+            let tap = try JSONParser.parse(try #require(lines.first))
+            #expect(tap["ok"] == .bool(true))
+            #expect(tap["url"] == .string(NDEF.plingsURL))
+            #expect(tap["uid"] == .string("04a1b2c3d4e5f6"))
+            #expect(tap["apduCount"] == .integer(NDEF.type2Minimum(end: 2 + NDEF.uri(NDEF.plingsURL).count)))
+            #expect((tap["readMs"]?.doubleValue ?? -1) >= 0)
+            let summary = try JSONParser.parse(try #require(lines.last))
+            #expect(summary["summary"]?["ok"] == .integer(1))
+            #expect(summary["summary"]?["failed"] == .integer(0))
+        }
+
+        @Test func testReadExitsNonZeroWhenTheReadFails() throws {
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            let rig = try NFCRig()
+            defer { rig.close() }
+            try rig.send("tap 0 phone 08112233 -")
+            let test = try ProcessRunner.run(
+                binary, ["test-read", "--count", "1", "--json", "--timeout", "10"], environment: environment(dir),
+                timeout: 30)
+            #expect(test.status == 1)
+            let tap = try JSONParser.parse(try #require(test.stdoutLines.first))
+            #expect(tap["ok"] == .bool(false))
+            #expect(tap["error"]?.stringValue?.contains("phone") == true)
+        }
+
+        /// Needs the machine without a pcscd (the rig serializes on /tmp/pcscd.lock; a system pcscd skips it).
+        @Test(.enabled(if: !FileManager.default.fileExists(atPath: "/run/pcscd/pcscd.comm")))
+        func readersWithoutPcscdIsAnEmptyArray() throws {
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            let readers = try ProcessRunner.run(
+                binary, ["readers", "--json"], environment: environment(dir), timeout: 30)
+            #expect(readers.status == 0)
+            #expect(readers.stdout.trimmingASCIIWhitespace() == "[]")
+            #expect(readers.stderr.contains("pcscd not running"))
+        }
+    }
+}

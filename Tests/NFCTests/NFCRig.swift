@@ -1,0 +1,230 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Logging
+import NFC
+import Synchronization
+import Testing
+
+/// Every test that uses the rig, serialized across suites: there is one pcscd per machine (fixed vpcd ports), so
+/// two rigs must never run at once. Run under `flock /tmp/pcscd.lock` so other packages' rigs wait too.
+@Suite(.serialized)
+enum NFCRigTests {}
+
+/// A rig command failed or did not answer in time.
+struct RigFailure: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// `Tests/Rigs/nfc/nfc_rig.py`: a real pcscd with the vpcd driver and our tag emulator, driven over stdin.
+/// Every command gets exactly one `OK ...` or `ERR ...` line after it took effect.
+final class NFCRig: @unchecked Sendable {
+    let process: RunningProcess
+    private var answered = 0
+
+    init(arguments: [String] = []) throws {
+        // The test runner's threads block some signals and a spawned child inherits that mask: pcscd then
+        // never sees the rig's SIGTERM and every rig shutdown costs the rig's 5 s kill timeout. Clear the
+        // mask before exec'ing the rig (and so pcscd).
+        let launcher =
+            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+            + "os.execv(sys.argv[1], sys.argv[1:])"
+        process = try RunningProcess(
+            "/usr/bin/python3", ["-c", launcher, "/usr/bin/python3", Products.rig("nfc/nfc_rig.py")] + arguments)
+        guard process.waitForLineCount(1, timeout: 20), process.outputLines.first == "READY" else {
+            let first = process.outputLines.first ?? "nothing"
+            process.stop()
+            throw RigFailure(description: "nfc_rig.py did not get ready: \(first); \(process.stderrText)")
+        }
+        answered = 1
+    }
+
+    /// Sends one command and returns its `OK ...` answer; `ERR` or no answer within `timeout` throws.
+    @discardableResult
+    func send(_ command: String, timeout: Double = 15) throws -> String {
+        process.send(command)
+        guard process.waitForLineCount(answered + 1, timeout: timeout) else {
+            throw RigFailure(description: "no answer to '\(command)' within \(timeout)s; \(process.stderrText)")
+        }
+        let answer = process.outputLines[answered]
+        answered += 1
+        guard answer.hasPrefix("OK") else { throw RigFailure(description: "'\(command)': \(answer)") }
+        return answer
+    }
+
+    /// The APDUs the card on `reader` received since its tap.
+    func apdus(_ reader: Int = 0) throws -> [String] {
+        let words = try send("apdus \(reader)").split(separator: " ").map(String.init)
+        return Array(words.dropFirst(2))
+    }
+
+    func close() {
+        _ = try? send("quit", timeout: 10)
+        // The rig stops pcscd after answering: wait for it, so the next rig finds the vpcd ports free.
+        _ = process.waitForExit(timeout: 10)
+        process.stop()
+    }
+}
+
+/// Collects values handed over from another thread and lets a test wait, bounded, for a count.
+final class Collector<Value: Sendable>: Sendable {
+    private let values = Mutex<[Value]>([])
+    private let condition = NSCondition()
+
+    func append(_ value: Value) {
+        values.withLock { $0.append(value) }
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    var all: [Value] { values.withLock { $0 } }
+
+    /// Waits until at least `count` values arrived; false on timeout.
+    func wait(count: Int, timeout: Double = 15) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while values.withLock({ $0.count }) < count {
+            if !condition.wait(until: deadline) { return values.withLock { $0.count } >= count }
+        }
+        return true
+    }
+}
+
+/// A replaceable callback, called from the source's thread.
+final class TapHook: Sendable {
+    private let hook = Mutex<(@Sendable (NFCTapEvent) -> Void)?>(nil)
+
+    func set(_ body: (@Sendable (NFCTapEvent) -> Void)?) { hook.withLock { $0 = body } }
+
+    func call(_ event: NFCTapEvent) { hook.withLock { $0 }?(event) }
+}
+
+/// A rig plus an `NFCSource` running against it, with its reads, tap events and log lines collected.
+final class NFCHarness: @unchecked Sendable {
+    let rig: NFCRig
+    let source: NFCSource
+    let reads = Collector<Read>()
+    let taps = Collector<NFCTapEvent>()
+    let logDirectory = TemporaryDirectory("plings-nfc-log")
+    private let logFD: Int32
+
+    /// Runs on the source's thread inside each tap report: a test can hold the source there.
+    let onTap = TapHook()
+
+    init(patterns: [String] = [], rigArguments: [String] = [], start: Bool = true) throws {
+        rig = try NFCRig(arguments: rigArguments)
+        logFD = open(logDirectory.file("log"), O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        var config = BridgeConfig().nfc
+        config.readers = patterns
+        let reads = self.reads
+        let taps = self.taps
+        source = NFCSource(
+            config: config, hosts: ["s.plings.io"], logger: Logger(minimum: .info, fd: logFD),
+            submit: { reads.append($0) },
+            onTap: { [onTap] event in
+                taps.append(event)
+                onTap.call(event)
+            })
+        if start { source.start() }
+    }
+
+    /// The source's log so far.
+    var log: String { (try? String(contentsOfFile: logDirectory.file("log"), encoding: .utf8)) ?? "" }
+
+    /// Log lines containing `text`.
+    func logLines(containing text: String) -> [String] {
+        log.split(separator: "\n").map(String.init).filter { $0.contains(text) }
+    }
+
+    /// Taps a card, waits for the source's tap event for it, records the APDUs the card saw, removes the card.
+    func tap(
+        _ kind: String, uid: String = "04A1B2C3D4E5F6", _ data: String = "-", _ options: String = "",
+        reader: Int = 0
+    ) throws -> (event: NFCTapEvent, apdus: [String]) {
+        let before = taps.all.count
+        try rig.send("tap \(reader) \(kind) \(uid) \(data) \(options)")
+        guard taps.wait(count: before + 1) else {
+            throw RigFailure(description: "no tap event for \(kind) \(options); log:\n\(log)")
+        }
+        let apdus = try rig.apdus(reader)
+        try rig.send("remove \(reader)")
+        return (taps.all[before], apdus)
+    }
+
+    /// Waits (bounded) until `condition` holds, re-checking every 20 ms; for states with no event to await.
+    func eventually(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while !condition() {
+            if Date() >= deadline { return false }
+            usleep(20_000)
+        }
+        return true
+    }
+
+    func close() {
+        source.stop()
+        rig.close()
+        close(logFD)
+        logDirectory.remove()
+    }
+
+    private func close(_ fd: Int32) { _ = Glibc.close(fd) }
+}
+
+/// NDEF and Type 2 data-area builders for the tests (the rig takes hex).
+enum NDEF {
+    static let plingsURL = "https://s.plings.io/?t=n&i=4kyQCd5tMDjJVWJKRzVT&p=4.2.3.3.6"
+
+    /// One short record; `first`/`last` set MB/ME.
+    static func record(tnf: UInt8 = 1, type: String, payload: [UInt8], first: Bool = true, last: Bool = true) -> [UInt8]
+    {
+        precondition(payload.count < 256)
+        let header = (first ? 0x80 : 0) | (last ? 0x40 : 0) | 0x10 | tnf
+        return [header, UInt8(type.utf8.count), UInt8(payload.count)] + Array(type.utf8) + payload
+    }
+
+    /// A long (4-byte payload length) URI record, for messages over 255 bytes.
+    static func longURIRecord(_ uri: String) -> [UInt8] {
+        let payload = NDEFURI.encodePayload(uri)
+        let n = payload.count
+        return [0xC1, 0x01, UInt8(n >> 24 & 0xFF), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF), 0x55]
+            + payload
+    }
+
+    static func uri(_ uri: String, first: Bool = true, last: Bool = true) -> [UInt8] {
+        record(type: "U", payload: NDEFURI.encodePayload(uri), first: first, last: last)
+    }
+
+    static func text(_ text: String, first: Bool = true, last: Bool = true) -> [UInt8] {
+        record(type: "T", payload: [0x02] + Array("en".utf8) + Array(text.utf8), first: first, last: last)
+    }
+
+    static func smartPoster(_ inner: [UInt8]) -> [UInt8] {
+        record(type: "Sp", payload: inner)
+    }
+
+    /// NDEF TLV (1- or 3-byte length) and the terminator.
+    static func tlv(_ message: [UInt8], threeByteLength: Bool = false) -> [UInt8] {
+        let header: [UInt8] =
+            threeByteLength || message.count >= 0xFF
+            ? [0x03, 0xFF, UInt8(message.count >> 8), UInt8(message.count & 0xFF)]
+            : [0x03, UInt8(message.count)]
+        return header + message + [0xFE]
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String { NFCSource.hex(bytes) }
+
+    /// The fewest APDUs a Type 2 read can take: UID, the CC read (CC and `perRead - 4` data bytes), then
+    /// one read per `perRead` bytes until `end` data bytes are in.
+    static func type2Minimum(end: Int, perRead: Int = 16) -> Int {
+        let first = perRead - 4
+        return 2 + max(0, end - first + perRead - 1) / perRead
+    }
+
+    /// The Type 4 sequence: UID, SELECT app, SELECT CC, READ CC, SELECT NDEF, READ NLEN, message chunks.
+    static func type4Minimum(messageLength: Int, mle: Int = 255) -> Int {
+        6 + (messageLength + min(mle, 255) - 1) / min(mle, 255)
+    }
+}
