@@ -37,6 +37,12 @@ public enum Doctor {
             while !FileManager.default.fileExists(atPath: directory), directory != "/" {
                 directory = (directory as NSString).deletingLastPathComponent
             }
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), !isDirectory.boolValue {
+                return DoctorCheck(
+                    "spool", .fail, "cannot create \(settings.spoolPath): \(directory) is a file, not a directory",
+                    fix: "set spool.path (or --spool) to a path in a writable directory")
+            }
             if access(directory, W_OK) == 0 {
                 return DoctorCheck("spool", .ok, "no spool yet; it will be created at \(settings.spoolPath)")
             }

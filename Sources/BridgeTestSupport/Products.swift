@@ -203,6 +203,15 @@ public final class RunningProcess: @unchecked Sendable {
 
     public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
 
+    /// Signals the child's own children (e.g. the bridge that `umockdev-run` started: it does not forward
+    /// signals).
+    public func signalChildren(_ number: Int32) {
+        let pid = process.processIdentifier
+        let path = "/proc/\(pid)/task/\(pid)/children"
+        let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        for child in text.split(separator: " ").compactMap({ Int32($0) }) { kill(child, number) }
+    }
+
     /// Waits (bounded) for exit; returns the status, or nil when it is still running.
     public func waitForExit(timeout: Double) -> Int32? {
         let deadline = Date().addingTimeInterval(timeout)

@@ -157,6 +157,36 @@ struct OpsTests {
         #expect(configFail.status == 1 && configFail.stdout.contains("api.timeout"))
     }
 
+    @Test func doctorNamesTheMissingPartAndItsFix() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        // No pcscd (its socket pointed elsewhere), no gpsd on the port, an unwritable spool location.
+        let env = environment(dir, ["PCSCLITE_CSOCK_NAME": dir.file("no-pcscd.comm")])
+        try "".write(toFile: dir.file("a-file"), atomically: true, encoding: .utf8)
+        let result = try ProcessRunner.run(
+            binary, ["doctor", "--json", "--gpsd", "127.0.0.1:9", "--spool", dir.file("a-file/spool.sqlite")],
+            environment: env)
+        #expect(result.status == 1)
+        guard case .array(let items) = try JSONParser.parse(result.stdout.trimmingASCIIWhitespace()) else {
+            Issue.record("not an array: \(result.stdout)")
+            return
+        }
+        func check(_ name: String) -> JSONValue? { items.first { $0["name"]?.stringValue == name } }
+        #expect(check("pcscd")?["status"] == .string("fail"))
+        #expect(check("pcscd")?["fix"]?.stringValue?.contains("pcscd") == true)
+        #expect(check("readers")?["status"] == .string("skip"))
+        #expect(check("gpsd")?["status"] == .string("warn"))
+        #expect(check("gpsd")?["fix"]?.stringValue?.contains("location.fixed") == true)
+        #expect(check("spool")?["status"] == .string("fail"))
+        #expect(check("spool")?["fix"]?.stringValue?.isEmpty == false)
+        #expect(check("api")?["status"] == .string("skip"))
+        // With the fixed position configured, a missing gpsd is fine.
+        let fixed = try ProcessRunner.run(
+            binary, ["doctor", "--json", "--gpsd", "127.0.0.1:9", "--fixed-location", "59.3,18.0,5"], environment: env)
+        guard case .array(let again) = try JSONParser.parse(fixed.stdout.trimmingASCIIWhitespace()) else { return }
+        #expect(again.first { $0["name"]?.stringValue == "gpsd" }?["status"] == .string("ok"))
+    }
+
     @Test func unitFileExposureIsAtMostTwoPointFive() throws {
         let result = try ProcessRunner.run(
             "/usr/bin/systemd-analyze",

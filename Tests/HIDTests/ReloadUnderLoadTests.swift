@@ -1,0 +1,76 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Spool
+import Testing
+
+/// `run` with a scanner typing a stream of codes: SIGHUP twice and then SIGTERM while lines keep arriving.
+/// Every acknowledged read must be in the spool, and no line before the stop may be missing.
+@Suite(.serialized, .enabled(if: FileManager.default.isExecutableFile(atPath: "/usr/bin/umockdev-run")))
+struct ReloadUnderLoadTests {
+    let binary = Products.path("plings-bridge")
+
+    @Test func readsDuringSIGHUPAndSIGTERMAreNotLost() throws {
+        let dir = TemporaryDirectory("reload")
+        defer { dir.remove() }
+        // 80 codes, 2 ms per key, starting 2 s after load (the bridge is up by then): about 6 s of typing.
+        var events: [InputEvent] = []
+        var start: Int64 = 2_000_000
+        for n in 0..<80 {
+            let line = "https://s.plings.io/?t=q&i=R&p=1.\(n)"
+            let typed = EventScript.typing(
+                line, layout: .us, suffix: .enter, timing: EventScript.Timing(start: start, keyHold: 1000, keyGap: 1000))
+                ?? []
+            events += typed
+            start = (typed.last.map { $0.seconds * 1_000_000 + $0.microseconds } ?? start) + 5000
+        }
+        let eventsFile = dir.file("stream.events")
+        FileManager.default.createFile(atPath: eventsFile, contents: Data(EventScript.evemuText(events).utf8))
+        let config = dir.file("config.json")
+        try #"{"nfc": {"enabled": false}, "location": {"enabled": false}, "hid": {"debounce": 0}}"#
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let spool = dir.file("s.sqlite")
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
+        env["HOME"] = dir.path
+        let bridge = try RunningProcess(
+            "/usr/bin/umockdev-run",
+            ["-d", Products.rig("hid/zebra-event3.umockdev"), "-e", "/dev/input/event3=\(eventsFile)", "--", binary,
+             "run", "--config", config, "--spool", spool],
+            environment: env)
+        defer { bridge.stop() }
+
+        func acceptedCount() -> Int { bridge.stderrText.components(separatedBy: "msg=\"scan accepted\"").count - 1 }
+        /// Waits (bounded) for `n` acknowledged reads, paced by the process's own output.
+        func waitForAccepted(_ n: Int) -> Bool {
+            let deadline = Date().addingTimeInterval(20)
+            while acceptedCount() < n, Date() < deadline, bridge.process.isRunning {
+                _ = bridge.waitForExit(timeout: 0.05)
+            }
+            return acceptedCount() >= n
+        }
+
+        #expect(waitForAccepted(10), "\(bridge.stderrText.suffix(2000))")
+        bridge.signalChildren(SIGHUP)
+        #expect(waitForAccepted(30))
+        // A reload with a changed file (another debounce for NFC, which is off): sources stay up.
+        try #"{"nfc": {"enabled": false, "debounce": 3}, "location": {"enabled": false}, "hid": {"debounce": 0}}"#
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        bridge.signalChildren(SIGHUP)
+        #expect(waitForAccepted(50))
+        bridge.signalChildren(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 6) == 0)
+
+        let log = bridge.stderrText
+        #expect(log.components(separatedBy: "configuration reloaded").count - 1 == 2)
+        let acknowledged = Set(log.split(separator: "\n").filter { $0.contains("msg=\"scan accepted\"") }.compactMap { line in
+            line.split(separator: " ").first { $0.hasPrefix("id=") }.map { String($0.dropFirst(3)) }
+        })
+        let records = try Spool(path: spool).list()
+        #expect(acknowledged.isSubset(of: Set(records.map(\.id))))
+        #expect(records.count >= 50)
+        // No gap: the codes in the spool are exactly the first k typed, in order.
+        let paths = records.compactMap { $0.raw.split(separator: "=").last.map(String.init) }
+        #expect(paths == (0..<records.count).map { "1.\($0)" })
+        #expect(records.allSatisfy { $0.state == .pending && $0.sourceKind == .hid })
+    }
+}
