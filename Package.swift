@@ -53,7 +53,8 @@ let package = Package(
         .executableTarget(
             name: "plings-bench",
             dependencies: [
-                "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim", "NFC",
+                "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
+                "NFC",
             ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
@@ -61,7 +62,8 @@ let package = Package(
         .target(name: "BridgeTestSupport", path: "Sources/BridgeTestSupport"),
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
         .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport", "CGPSShim"]),
-        .testTarget(name: "NFCTests", dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport"]),
+        .testTarget(
+            name: "NFCTests", dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),

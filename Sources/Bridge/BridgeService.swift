@@ -129,9 +129,11 @@ public final class BridgeService: Sendable {
         let counts = (try? spool.stats())?.counts ?? [:]
         logger.info(
             "spool open",
-            [("path", spool.path), ("pending", String(counts[.pending] ?? 0)),
-             ("delivered", String(counts[.delivered] ?? 0)), ("dead", String(counts[.dead] ?? 0)),
-             ("unrecognized", String(counts[.unrecognized] ?? 0))])
+            [
+                ("path", spool.path), ("pending", String(counts[.pending] ?? 0)),
+                ("delivered", String(counts[.delivered] ?? 0)), ("dead", String(counts[.dead] ?? 0)),
+                ("unrecognized", String(counts[.unrecognized] ?? 0)),
+            ])
         if let url = config.api.url {
             logger.info(
                 "scans go to the API", [("url", url), ("concurrency", String(config.api.concurrency))])

@@ -15,9 +15,11 @@ public enum Doctor {
     ) -> [DoctorCheck] {
         var checks: [DoctorCheck] = []
         if let configError {
-            checks.append(DoctorCheck("config", .fail, configError, fix: "correct the named key (docs/configuration.md)"))
+            checks.append(
+                DoctorCheck("config", .fail, configError, fix: "correct the named key (docs/configuration.md)"))
         } else {
-            checks.append(DoctorCheck("config", .ok, "configuration valid (\(settings?.configPath ?? "built-in defaults"))"))
+            checks.append(
+                DoctorCheck("config", .ok, "configuration valid (\(settings?.configPath ?? "built-in defaults"))"))
         }
         guard let settings else { return checks + extraChecks }
         checks.append(spoolCheck(settings))
@@ -59,7 +61,8 @@ public enum Doctor {
             if dead > 0 { message += ", \(dead) dead" }
             return DoctorCheck(
                 "spool", dead > 0 ? .warn : .ok, message,
-                fix: dead > 0 ? "inspect with `plings-bridge spool list --state dead`; revive with `spool retry --dead`" : "")
+                fix: dead > 0
+                    ? "inspect with `plings-bridge spool list --state dead`; revive with `spool retry --dead`" : "")
         } catch {
             return DoctorCheck(
                 "spool", .fail, "\(error)", fix: "make the spool directory writable by the service user (plings)")
@@ -74,14 +77,20 @@ public enum Doctor {
         }
         let free = Double(info.f_bavail) * Double(info.f_frsize) / 1_048_576
         let text = String(format: "%.0f MiB free for the spool", free)
-        if free < 10 { return DoctorCheck("disk", .fail, text, fix: "free disk space: new reads are refused when full") }
+        if free < 10 {
+            return DoctorCheck("disk", .fail, text, fix: "free disk space: new reads are refused when full")
+        }
         if free < 200 { return DoctorCheck("disk", .warn, text, fix: "free disk space or purge delivered scans") }
         return DoctorCheck("disk", .ok, text)
     }
 
     static func apiChecks(_ settings: Settings, token: String?) -> [DoctorCheck] {
         guard let api = settings.apiSettings(token: token) else {
-            return [DoctorCheck("api", .skip, "no api.url: scans stay in the local spool", fix: "set api.url and a token to deliver")]
+            return [
+                DoctorCheck(
+                    "api", .skip, "no api.url: scans stay in the local spool", fix: "set api.url and a token to deliver"
+                )
+            ]
         }
         guard let client = HTTPClient() else { return [DoctorCheck("api", .fail, "cannot create an HTTP client")] }
         // A harmless request: every GraphQL server answers `{ __typename }`; the token is checked all the same.
@@ -96,31 +105,43 @@ public enum Doctor {
             case 200..<300:
                 return [DoctorCheck("api", .ok, "\(api.url) reachable, token accepted (HTTP \(response.status))")]
             case 401, 403:
-                return [DoctorCheck(
-                    "api", .fail, "\(api.url) refused the token (HTTP \(response.status))",
-                    fix: "put a valid token in /etc/plings-bridge/token (or api.tokenFile) and reload")]
+                return [
+                    DoctorCheck(
+                        "api", .fail, "\(api.url) refused the token (HTTP \(response.status))",
+                        fix: "put a valid token in /etc/plings-bridge/token (or api.tokenFile) and reload")
+                ]
             default:
-                return [DoctorCheck(
-                    "api", .warn, "\(api.url) answered HTTP \(response.status)", fix: "check api.url and the API's status")]
+                return [
+                    DoctorCheck(
+                        "api", .warn, "\(api.url) answered HTTP \(response.status)",
+                        fix: "check api.url and the API's status")
+                ]
             }
         } catch {
-            return [DoctorCheck(
-                "api", .fail, "\(api.url) not reachable: \(error.description)",
-                fix: "check the network, DNS and api.url; scans are kept in the spool meanwhile")]
+            return [
+                DoctorCheck(
+                    "api", .fail, "\(api.url) not reachable: \(error.description)",
+                    fix: "check the network, DNS and api.url; scans are kept in the spool meanwhile")
+            ]
         }
     }
 
-    static let udevRulePaths = ["/etc/udev/rules.d/70-plings-bridge.rules", "/lib/udev/rules.d/70-plings-bridge.rules",
-                                "/usr/lib/udev/rules.d/70-plings-bridge.rules"]
-    static let polkitPaths = ["/etc/polkit-1/rules.d/50-plings-bridge-pcsc.rules",
-                              "/usr/share/polkit-1/rules.d/50-plings-bridge-pcsc.rules"]
+    static let udevRulePaths = [
+        "/etc/udev/rules.d/70-plings-bridge.rules", "/lib/udev/rules.d/70-plings-bridge.rules",
+        "/usr/lib/udev/rules.d/70-plings-bridge.rules",
+    ]
+    static let polkitPaths = [
+        "/etc/polkit-1/rules.d/50-plings-bridge-pcsc.rules",
+        "/usr/share/polkit-1/rules.d/50-plings-bridge-pcsc.rules",
+    ]
 
     static func udevRulesCheck() -> DoctorCheck {
         if let path = udevRulePaths.first(where: FileManager.default.fileExists) {
             return DoctorCheck("udev rules", .ok, "installed: \(path)")
         }
         return DoctorCheck(
-            "udev rules", .warn, "70-plings-bridge.rules not installed: scanners are not tagged or given to group plings",
+            "udev rules", .warn,
+            "70-plings-bridge.rules not installed: scanners are not tagged or given to group plings",
             fix: "scripts/install (or copy udev/70-plings-bridge.rules to /etc/udev/rules.d and run udevadm trigger)")
     }
 
@@ -130,7 +151,9 @@ public enum Doctor {
         }
         return DoctorCheck(
             "polkit rule", .warn, "no polkit rule for group plings: pcscd refuses a service user without a session",
-            fix: "scripts/install (or copy udev/plings-bridge-pcsc.rules to /etc/polkit-1/rules.d/50-plings-bridge-pcsc.rules)")
+            fix:
+                "scripts/install (or copy udev/plings-bridge-pcsc.rules to /etc/polkit-1/rules.d/50-plings-bridge-pcsc.rules)"
+        )
     }
 
     /// The kernel's own verdict (adjtimex: TIME_ERROR means not synchronised), plus a sanity floor on the year.

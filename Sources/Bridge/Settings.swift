@@ -85,7 +85,8 @@ public enum APIEndpoint {
         case "https": return
         case "http":
             guard allowInsecureHTTP else {
-                throw ConfigError("api.url uses http://; set api.allowInsecureHTTP (loopback hosts only) or use https://")
+                throw ConfigError(
+                    "api.url uses http://; set api.allowInsecureHTTP (loopback hosts only) or use https://")
             }
             guard isLoopback(host) else {
                 throw ConfigError("api.url: http:// is allowed only to loopback addresses, not '\(host)'")

@@ -96,20 +96,36 @@ public final class StatusReporter: Sendable {
             ])
         }
         let lastReads = tally.lastRead.sorted { $0.key < $1.key }.map { key, value in
-            (key, JSONValue.object([("time", .string(Timestamp.format(value.time))), ("outcome", .string(value.outcome))]))
+            (
+                key,
+                JSONValue.object([("time", .string(Timestamp.format(value.time))), ("outcome", .string(value.outcome))])
+            )
         }
         return .object([
             ("pid", .integer(Int(getpid()))),
             ("version", .string(BridgeVersion.current)),
             ("startedAt", .string(Timestamp.format(started))),
             ("updatedAt", .string(Timestamp.format(Date()))),
-            ("spool", stats.map { s in
-                .object([("path", .string(spool.path)), ("counts", s.json()["counts"] ?? .null),
-                         ("oldestPendingAge", s.oldestPendingAge.map { .number(($0).rounded()) } ?? .null)])
-            } ?? .null),
+            (
+                "spool",
+                stats.map { s in
+                    .object([
+                        ("path", .string(spool.path)), ("counts", s.json()["counts"] ?? .null),
+                        ("oldestPendingAge", s.oldestPendingAge.map { .number(($0).rounded()) } ?? .null),
+                    ])
+                } ?? .null
+            ),
             ("delivery", delivery),
-            ("sources", .array(sources.map { .object([("kind", .string($0.kind)), ("state", .string($0.state())),
-                                                        ("up", .bool($0.up()))]) })),
+            (
+                "sources",
+                .array(
+                    sources.map {
+                        .object([
+                            ("kind", .string($0.kind)), ("state", .string($0.state())),
+                            ("up", .bool($0.up())),
+                        ])
+                    })
+            ),
             ("reads", .object(tally.reads.sorted { $0.key < $1.key }.map { ($0.key, .integer($0.value)) })),
             ("lastReads", .object(lastReads)),
             ("lastError", (tally.lastError ?? stats?.lastError).map(JSONValue.string) ?? .null),
@@ -122,29 +138,35 @@ public final class StatusReporter: Sendable {
         for (key, value) in pipeline.currentTally.reads.sorted(by: { $0.key < $1.key }) {
             let parts = key.split(separator: "/").map(String.init)
             guard parts.count == 2 else { continue }
-            m.add("plings_bridge_reads_total", Double(value), labels: [("source", parts[0]), ("outcome", parts[1])],
-                  help: "Reads by source and outcome", type: "counter")
+            m.add(
+                "plings_bridge_reads_total", Double(value), labels: [("source", parts[0]), ("outcome", parts[1])],
+                help: "Reads by source and outcome", type: "counter")
         }
         if let stats = try? spool.stats() {
             for state in ScanState.allCases {
-                m.add("plings_bridge_spool_scans", Double(stats.counts[state] ?? 0), labels: [("state", state.rawValue)],
-                      help: "Scans in the spool by state")
+                m.add(
+                    "plings_bridge_spool_scans", Double(stats.counts[state] ?? 0), labels: [("state", state.rawValue)],
+                    help: "Scans in the spool by state")
             }
-            m.add("plings_bridge_oldest_pending_age_seconds", stats.oldestPendingAge ?? 0,
-                  help: "Age of the oldest pending scan (0 when none)")
+            m.add(
+                "plings_bridge_oldest_pending_age_seconds", stats.oldestPendingAge ?? 0,
+                help: "Age of the oldest pending scan (0 when none)")
         }
         if let forwarder {
             let s = forwarder.currentStats
-            m.add("plings_bridge_delivery_attempts_total", Double(s.attempts), help: "Delivery attempts", type: "counter")
-            m.add("plings_bridge_delivery_failures_total", Double(s.failures), help: "Failed delivery attempts",
-                  type: "counter")
+            m.add(
+                "plings_bridge_delivery_attempts_total", Double(s.attempts), help: "Delivery attempts", type: "counter")
+            m.add(
+                "plings_bridge_delivery_failures_total", Double(s.failures), help: "Failed delivery attempts",
+                type: "counter")
             let healthy: Double = { if case .healthy = forwarder.currentHealth { return 1 } else { return 0 } }()
             m.add("plings_bridge_delivery_healthy", healthy, help: "1 while the API accepts scans")
         }
         if let age = fixAge() { m.add("plings_bridge_gps_fix_age_seconds", age, help: "Age of the latest GPS fix") }
         for source in sources {
-            m.add("plings_bridge_source_up", source.up() ? 1 : 0, labels: [("source", source.kind)],
-                  help: "1 when the source has a working device")
+            m.add(
+                "plings_bridge_source_up", source.up() ? 1 : 0, labels: [("source", source.kind)],
+                help: "1 when the source has a working device")
         }
         return m.text
     }

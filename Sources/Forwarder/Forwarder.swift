@@ -239,8 +239,10 @@ public final class Forwarder: @unchecked Sendable {
             case .failing(_, let since):
                 logger.info(
                     "delivery resumed: the API answers again",
-                    [("downFor", String(format: "%.1fs", now.timeIntervalSince(since))),
-                     ("failedAttempts", String(consecutiveFailures))])
+                    [
+                        ("downFor", String(format: "%.1fs", now.timeIntervalSince(since))),
+                        ("failedAttempts", String(consecutiveFailures)),
+                    ])
                 recovered = true
             case .authPaused:
                 logger.info("delivery resumed: the API accepts the token again")
@@ -252,7 +254,8 @@ public final class Forwarder: @unchecked Sendable {
             return (nil, recovered)
         case .retry(let reason, let retryAfter):
             stats.failures += 1
-            let delay = backoff.delay(attempt: consecutiveFailures, retryAfter: retryAfter, random: Double.random(in: 0...1))
+            let delay = backoff.delay(
+                attempt: consecutiveFailures, retryAfter: retryAfter, random: Double.random(in: 0...1))
             consecutiveFailures += 1
             if case .healthy = health {
                 logger.warn(
@@ -265,7 +268,8 @@ public final class Forwarder: @unchecked Sendable {
             return (retryAt, false)
         case .authPaused(let reason):
             stats.failures += 1
-            if case .authPaused = health {} else {
+            if case .authPaused = health {
+            } else {
                 logger.error(
                     "delivery paused: the API refused the token; fix it and send SIGHUP (retrying in 5 min)",
                     [("reason", reason)])

@@ -47,9 +47,9 @@ public final class HTTPClient: @unchecked Sendable {
     public func cancel() { cancelFlag.pointee = 1 }
 
     /// POSTs `body`. Throws `HTTPTransportError` when no HTTP answer arrived.
-    public func post(url: String, headers: [String], body: [UInt8], timeout: Double, allowHTTP: Bool) throws(
-        HTTPTransportError
-    ) -> HTTPResponse {
+    public func post(url: String, headers: [String], body: [UInt8], timeout: Double, allowHTTP: Bool)
+        throws(HTTPTransportError) -> HTTPResponse
+    {
         var result = plings_http_result()
         let timeoutMs = max(1, Int(timeout * 1000))
         var cStrings = headers.map { strdup($0) }

@@ -181,9 +181,10 @@ public final class GPSClient: FixProvider, Sendable {
             if let live = s.liveFix, policy.age(of: live, monotonicNow: monotonic) < policy.maxFixAge {
                 offset = ClockCheck.offset(systemNow: system, fix: live, monotonicNow: monotonic)
             }
-            let fresh = s.fix.map {
-                policy.isFresh($0, monotonicNow: monotonic, systemNow: system, clockTrusted: !s.clockUnsynchronised)
-            } ?? false
+            let fresh =
+                s.fix.map {
+                    policy.isFresh($0, monotonicNow: monotonic, systemNow: system, clockTrusted: !s.clockUnsynchronised)
+                } ?? false
             return GPSStatus(
                 connected: s.connected, mode: s.lastMode, latitude: s.fix?.latitude, longitude: s.fix?.longitude,
                 accuracy: s.fix?.accuracy, fixAge: s.fix.map { policy.age(of: $0, monotonicNow: monotonic) },
@@ -387,8 +388,10 @@ public final class GPSClient: FixProvider, Sendable {
         if let offset = clockWarning {
             logger.warn(
                 "system clock disagrees with GPS time; is NTP running?",
-                [("offset", String(format: "%.3f", offset)), ("limit", String(ClockCheck.maxOffset)),
-                 ("timeFromGPS", String(config.timeFromGPS))])
+                [
+                    ("offset", String(format: "%.3f", offset)), ("limit", String(ClockCheck.maxOffset)),
+                    ("timeFromGPS", String(config.timeFromGPS)),
+                ])
         }
         if counted { wake() }
     }

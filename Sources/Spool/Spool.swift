@@ -12,7 +12,8 @@ public enum SpoolError: Error, CustomStringConvertible {
         switch self {
         case .sqlite(let e): return e.isFull ? "spool disk is full: \(e)" : "spool: \(e)"
         case .newerSchema(let found, let supported):
-            return "spool schema version \(found) is newer than this build supports (\(supported)); upgrade plings-bridge"
+            return
+                "spool schema version \(found) is newer than this build supports (\(supported)); upgrade plings-bridge"
         case .cannotCreateDirectory(let path, let why): return "cannot create spool directory \(path): \(why)"
         }
     }

@@ -63,8 +63,10 @@ enum DrainBenchmark {
     static func startStandIn(rigs: String, tokenFile: String, records: Int) -> (Process, Int)? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [rigs + "/api_standin.py", "--port", "0", "--token-file", tokenFile,
-                             "--record-limit", String(records)]
+        process.arguments = [
+            rigs + "/api_standin.py", "--port", "0", "--token-file", tokenFile,
+            "--record-limit", String(records),
+        ]
         let out = Pipe()
         process.standardOutput = out
         process.standardError = FileHandle.nullDevice
@@ -84,8 +86,10 @@ enum DrainBenchmark {
     static func baseline(rigs: String, url: String, tokenFile: String, count: Int, concurrency: Int) -> Double {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = [rigs + "/api_baseline_client.py", "--url", url, "--token-file", tokenFile,
-                             "--count", String(count), "--concurrency", String(concurrency)]
+        process.arguments = [
+            rigs + "/api_baseline_client.py", "--url", url, "--token-file", tokenFile,
+            "--count", String(count), "--concurrency", String(concurrency),
+        ]
         let out = Pipe()
         process.standardOutput = out
         guard (try? process.run()) != nil else { return 0 }
@@ -104,12 +108,15 @@ enum DrainBenchmark {
     /// Spools `count` scans (not timed), then times a Forwarder draining them all.
     static func drain(count: Int, concurrency: Int, url: String, dir: String, label: String) -> DrainResult {
         let path = dir + "/\(label).sqlite"
-        guard let spool = try? Spool(path: path, synchronous: .normal) else { return DrainResult(rate: 0, seconds: 0, rssGrowthMB: 0) }
+        guard let spool = try? Spool(path: path, synchronous: .normal) else {
+            return DrainResult(rate: 0, seconds: 0, rssGrowthMB: 0)
+        }
         let builder = ScanBuilder(parser: PlingsURLParser())
         var batch: [NewScan] = []
         for n in 0..<count {
             let read = Read(
-                sourceKind: .hid, device: "bench", raw: "https://s.plings.io/?t=q&i=\(benchIdentifier("D", n % 97))&p=1.\(n)", time: Date())
+                sourceKind: .hid, device: "bench",
+                raw: "https://s.plings.io/?t=q&i=\(benchIdentifier("D", n % 97))&p=1.\(n)", time: Date())
             batch.append(builder.build(read, fix: LocationFix(latitude: 59.3, longitude: 18.0, accuracy: 5)))
             if batch.count == 1000 {
                 try? spool.insert(batch)

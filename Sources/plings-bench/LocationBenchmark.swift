@@ -41,14 +41,16 @@ enum LocationBenchmark {
             if rate == 10 {
                 // Measured while the client thread updates the cache 10 times a second (lock contention included).
                 let ns = nanosecondsPerCall(client)
-                rows.append(BenchRow(
-                    metric: "fix coupled to a read: GPSClient.currentFix() (10 Hz updates in the background)",
-                    ours: ns / 1000, baseline: fixedNs / 1000, unit: "µs", goal: "< 10 µs", higherIsBetter: false))
+                rows.append(
+                    BenchRow(
+                        metric: "fix coupled to a read: GPSClient.currentFix() (10 Hz updates in the background)",
+                        ours: ns / 1000, baseline: fixedNs / 1000, unit: "µs", goal: "< 10 µs", higherIsBetter: false))
                 let both = FirstFixProvider([client, fixed])
-                rows.append(BenchRow(
-                    metric: "fix coupled to a read: FirstFixProvider([gps, fixed])",
-                    ours: nanosecondsPerCall(both) / 1000, baseline: fixedNs / 1000, unit: "µs", goal: "< 10 µs",
-                    higherIsBetter: false))
+                rows.append(
+                    BenchRow(
+                        metric: "fix coupled to a read: FirstFixProvider([gps, fixed])",
+                        ours: nanosecondsPerCall(both) / 1000, baseline: fixedNs / 1000, unit: "µs", goal: "< 10 µs",
+                        higherIsBetter: false))
             }
             let before = cpuSeconds()
             let wallStart = monotonic()
@@ -57,13 +59,15 @@ enum LocationBenchmark {
             let wall = monotonic() - wallStart
             let fresh = client.currentFix() != nil
             client.stop()
-            rows.append(BenchRow(
-                metric: "gpsd client CPU at \(rate) Hz over \(Int(wall)) s (user+sys; fix fresh at end: \(fresh))",
-                ours: cpu / wall * 100, baseline: nil, unit: "% of a core", goal: "< 1 %", higherIsBetter: false))
-            rows.append(BenchRow(
-                metric: "gpsd client CPU per receiver cycle (TPV + SKY + GST) at \(rate) Hz",
-                ours: cpu / (wall * Double(rate)) * 1e6, baseline: nil, unit: "µs", goal: "info",
-                higherIsBetter: false))
+            rows.append(
+                BenchRow(
+                    metric: "gpsd client CPU at \(rate) Hz over \(Int(wall)) s (user+sys; fix fresh at end: \(fresh))",
+                    ours: cpu / wall * 100, baseline: nil, unit: "% of a core", goal: "< 1 %", higherIsBetter: false))
+            rows.append(
+                BenchRow(
+                    metric: "gpsd client CPU per receiver cycle (TPV + SKY + GST) at \(rate) Hz",
+                    ours: cpu / (wall * Double(rate)) * 1e6, baseline: nil, unit: "µs", goal: "info",
+                    higherIsBetter: false))
         }
         BenchTable.print(rows)
     }
@@ -116,8 +120,10 @@ enum LocationBenchmark {
             let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
                 .deletingLastPathComponent()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            process.arguments = [root.appendingPathComponent("Tests/Rigs/gps_rig.py").path, "--port", "0",
-                                 "--rate", String(rate)]
+            process.arguments = [
+                root.appendingPathComponent("Tests/Rigs/gps_rig.py").path, "--port", "0",
+                "--rate", String(rate),
+            ]
             process.standardInput = input
             process.standardOutput = output
             process.standardError = FileHandle.standardError

@@ -27,16 +27,20 @@ enum SpoolBenchmark {
         }
         let burst = 1000
         let rawBurst = rawInserts(Array(scans.prefix(burst)), path: "\(directory)/bench-raw-burst.sqlite")
-        let (pipelineBurst, fsyncs) = pipelineBurstRate(Array(scans.prefix(burst)), path: "\(directory)/bench-burst.sqlite")
+        let (pipelineBurst, fsyncs) = pipelineBurstRate(
+            Array(scans.prefix(burst)), path: "\(directory)/bench-burst.sqlite")
         let single = pipelineSingleRate(Array(scans.prefix(1000)), path: "\(directory)/bench-single.sqlite")
 
         BenchTable.print([
-            BenchRow(metric: "spool commits/s, one read per transaction (median of 3, \(count) reads)",
-                     ours: median(ours), baseline: median(raw), unit: "/s", goal: ">= 0.9 x raw SQLite"),
-            BenchRow(metric: "pipeline accept, one read at a time (submit -> durable ack)",
-                     ours: single, baseline: median(raw), unit: "/s", goal: "info"),
-            BenchRow(metric: "burst of \(burst) reads through the pipeline (group commit, \(fsyncs) transactions)",
-                     ours: pipelineBurst, baseline: rawBurst, unit: "/s", goal: "> raw single-row inserts"),
+            BenchRow(
+                metric: "spool commits/s, one read per transaction (median of 3, \(count) reads)",
+                ours: median(ours), baseline: median(raw), unit: "/s", goal: ">= 0.9 x raw SQLite"),
+            BenchRow(
+                metric: "pipeline accept, one read at a time (submit -> durable ack)",
+                ours: single, baseline: median(raw), unit: "/s", goal: "info"),
+            BenchRow(
+                metric: "burst of \(burst) reads through the pipeline (group commit, \(fsyncs) transactions)",
+                ours: pipelineBurst, baseline: rawBurst, unit: "/s", goal: "> raw single-row inserts"),
         ])
     }
 
@@ -47,7 +51,8 @@ enum SpoolBenchmark {
         let fix = LocationFix(latitude: 59.3293, longitude: 18.0686, accuracy: 8)
         return (0..<count).map { n in
             let read = Read(
-                sourceKind: .hid, device: "bench", raw: "https://s.plings.io/?t=q&i=\(benchIdentifier("Bench", n % 50))&p=4.2.3.3.6",
+                sourceKind: .hid, device: "bench",
+                raw: "https://s.plings.io/?t=q&i=\(benchIdentifier("Bench", n % 50))&p=4.2.3.3.6",
                 time: Date())
             return builder.build(read, fix: fix)
         }
@@ -186,7 +191,8 @@ enum SpoolWriter {
         let builder = ScanBuilder(parser: PlingsURLParser())
         for n in 0..<count {
             let read = Read(
-                sourceKind: .manual, device: tag, raw: "https://s.plings.io/?t=q&i=\(benchIdentifier("W" + tag, n % 7))&p=1.\(n)",
+                sourceKind: .manual, device: tag,
+                raw: "https://s.plings.io/?t=q&i=\(benchIdentifier("W" + tag, n % 7))&p=1.\(n)",
                 time: Date())
             let scan = builder.build(read, fix: nil)
             do {

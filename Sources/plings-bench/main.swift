@@ -33,6 +33,8 @@ case "all":
     BenchTable.printTable(rows)
 case "nfc":
     NFCBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "evemu":
+    EvemuCommand.run(arguments: Array(arguments.dropFirst()))
 case "writer":
     SpoolWriter.run(arguments: Array(arguments.dropFirst()))
 default:
@@ -46,6 +48,8 @@ default:
           hid [--lines N] [--samples N] [--dir DIR]
                                           decoder events/s, reader loop through a pipe, KEY_ENTER -> committed
           nfc [--taps 30] [--idle 60]     tap-to-commit latency on the NFC rig against pyscard, APDUs, idle CPU
+          evemu --text TEXT [--layout us] [--start S]
+                                          prints a scanner typing TEXT as evemu lines (for umockdev-run -e)
         """)
     exit(command == "help" || command == "--help" ? 0 : 2)
 }

@@ -258,10 +258,13 @@ struct CLI {
                     }
                     state = parsed
                 }
-                let limit = try args.value("--limit").map { (text: String) throws -> Int in
-                    guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--limit must be a positive number") }
-                    return n
-                } ?? 0
+                let limit =
+                    try args.value("--limit").map { (text: String) throws -> Int in
+                        guard let n = Int(text), n > 0 else {
+                            throw CommandFailure.usage("--limit must be a positive number")
+                        }
+                        return n
+                    } ?? 0
                 let records = try existing?.list(state: state, limit: limit) ?? []
                 if args.json {
                     for record in records { print(record.json().encoded()) }
@@ -271,12 +274,15 @@ struct CLI {
             case "export":
                 try existing?.forEach { print($0.json().encoded()) }
             case "stats":
-                let stats = try existing?.stats() ?? SpoolStats(counts: [:], oldestPendingAge: nil, lastError: nil, schemaVersion: 0)
+                let stats =
+                    try existing?.stats()
+                    ?? SpoolStats(counts: [:], oldestPendingAge: nil, lastError: nil, schemaVersion: 0)
                 if args.json {
                     print(stats.json().encoded())
                 } else {
                     for state in ScanState.allCases { print("\(state.rawValue): \(stats.counts[state] ?? 0)") }
-                    print("oldest pending: " + (stats.oldestPendingAge.map { Duration.describe($0) + " ago" } ?? "none"))
+                    print(
+                        "oldest pending: " + (stats.oldestPendingAge.map { Duration.describe($0) + " ago" } ?? "none"))
                     print("last error: " + (stats.lastError ?? "none"))
                     print("spool: \(settings.spoolPath)")
                 }
@@ -286,7 +292,9 @@ struct CLI {
                     let n = try spool.retryDead()
                     print("revived \(n) dead scan(s)")
                 } else {
-                    guard args.positional.count == 2 else { throw CommandFailure.usage("spool retry needs an ID or --dead") }
+                    guard args.positional.count == 2 else {
+                        throw CommandFailure.usage("spool retry needs an ID or --dead")
+                    }
                     guard try spool.retry(id: args.positional[1]) else {
                         throw CommandFailure.runtime("no dead or pending scan with id \(args.positional[1])")
                     }
@@ -294,7 +302,8 @@ struct CLI {
                 }
             case "purge":
                 guard args.has("--delivered") else {
-                    throw CommandFailure.usage("purge needs --delivered (pending, dead and unrecognized scans are never purged)")
+                    throw CommandFailure.usage(
+                        "purge needs --delivered (pending, dead and unrecognized scans are never purged)")
                 }
                 guard let text = args.value("--older-than"), let age = Duration.parse(text) else {
                     throw CommandFailure.usage("purge needs --older-than AGE, e.g. 7d, 12h, 30m or seconds")
@@ -317,7 +326,8 @@ struct CLI {
         }
         for r in records {
             let what = r.identifier ?? (r.raw.isEmpty ? "(empty)" : String(r.raw.prefix(60)))
-            var line = "\(Timestamp.format(r.createdAt))  \(r.state.rawValue.padding(12))  \(r.sourceKind.rawValue):\(r.device)  \(what)"
+            var line =
+                "\(Timestamp.format(r.createdAt))  \(r.state.rawValue.padding(12))  \(r.sourceKind.rawValue):\(r.device)  \(what)"
             if let error = r.lastError { line += "  [\(error)]" }
             print(line + "  id=\(r.id)")
         }
@@ -334,8 +344,10 @@ struct CLI {
         let libraries: [(String, String)] = [("sqlite", sqliteLibraryVersion), ("curl", OneShotDelivery.curlVersion)]
         if args.json {
             let json = JSONValue.object(
-                [("version", .string(BridgeVersion.current)),
-                 ("libraries", .object(libraries.map { ($0.0, .string($0.1)) }))])
+                [
+                    ("version", .string(BridgeVersion.current)),
+                    ("libraries", .object(libraries.map { ($0.0, .string($0.1)) })),
+                ])
             print(json.encoded())
         } else {
             print("plings-bridge \(BridgeVersion.current)")

@@ -8,7 +8,8 @@ import NFC
 extension CLI {
     /// `plings-bridge doctor [--json]`: every check with its finding and fix; exit 1 when one failed.
     func doctor(_ rest: ArraySlice<String>) throws -> Int32 {
-        let args = try Arguments(rest, valued: commonValued.union(sourceValued.keys), switches: Set(sourceSwitches.keys))
+        let args = try Arguments(
+            rest, valued: commonValued.union(sourceValued.keys), switches: Set(sourceSwitches.keys))
         if args.wantsHelp {
             print(Help.doctor)
             return 0
@@ -62,11 +63,20 @@ extension CLI {
         let readers = listing.readers.filter { NFCSource.matches($0.name, patterns: config.nfc.readers) }
         let pcscd = DoctorCheck("pcscd", .ok, "pcscd reachable")
         if readers.isEmpty {
-            return [pcscd, DoctorCheck(
-                "readers", .warn, "no NFC reader attached" + (config.nfc.readers.isEmpty ? "" : " matching nfc.readers"),
-                fix: "plug in a PC/SC reader (ACR122U: blacklist pn533/nfc, see docs/operations.md); `plings-bridge readers`")]
+            return [
+                pcscd,
+                DoctorCheck(
+                    "readers", .warn,
+                    "no NFC reader attached" + (config.nfc.readers.isEmpty ? "" : " matching nfc.readers"),
+                    fix:
+                        "plug in a PC/SC reader (ACR122U: blacklist pn533/nfc, see docs/operations.md); `plings-bridge readers`"
+                ),
+            ]
         }
-        return [pcscd, DoctorCheck("readers", .ok, "\(readers.count) reader(s): " + readers.map(\.name).joined(separator: ", "))]
+        return [
+            pcscd,
+            DoctorCheck("readers", .ok, "\(readers.count) reader(s): " + readers.map(\.name).joined(separator: ", ")),
+        ]
     }
 
     func scannersCheck(_ config: BridgeConfig) -> DoctorCheck {
@@ -84,7 +94,8 @@ extension CLI {
                 "\(broken.count) of \(scanners.count) scanner(s) cannot be used: \(first.devnode): \(first.problem ?? "not openable or grabbable")",
                 fix: "install the udev rule (group plings, mode 0660) and make sure no other program grabs the scanner")
         }
-        return DoctorCheck("scanners", .ok, "\(scanners.count) scanner(s): " + scanners.map(\.devnode).joined(separator: ", "))
+        return DoctorCheck(
+            "scanners", .ok, "\(scanners.count) scanner(s): " + scanners.map(\.devnode).joined(separator: ", "))
     }
 
     func gpsCheck(_ config: BridgeConfig) -> DoctorCheck {
@@ -100,14 +111,16 @@ extension CLI {
             return DoctorCheck(
                 "gpsd", fallback == nil ? .warn : .ok,
                 "gpsd at \(location.gpsd) not reachable" + (fallback.map { "; \($0)" } ?? ": scans carry no position"),
-                fix: fallback == nil ? "start gpsd (systemctl start gpsd) or set location.fixed for a gate that does not move" : "")
+                fix: fallback == nil
+                    ? "start gpsd (systemctl start gpsd) or set location.fixed for a gate that does not move" : "")
         }
         if status.fresh, let lat = status.latitude, let lon = status.longitude {
             let accuracy = status.accuracy.map { String(format: " ±%.0f m", $0) } ?? ""
             return DoctorCheck("gpsd", .ok, "gpsd has a fix: \(lat),\(lon)\(accuracy), mode \(status.mode ?? 0)D")
         }
         return DoctorCheck(
-            "gpsd", .warn, "gpsd reachable but no fresh fix (mode \(status.mode ?? 0))" + (fallback.map { "; \($0)" } ?? ""),
+            "gpsd", .warn,
+            "gpsd reachable but no fresh fix (mode \(status.mode ?? 0))" + (fallback.map { "; \($0)" } ?? ""),
             fix: "give the receiver a view of the sky; check `plings-bridge gps`")
     }
 
@@ -134,9 +147,14 @@ extension CLI {
             print(json.encoded())
             return 0
         }
-        print("plings-bridge \(json["version"]?.stringValue ?? "?") running, pid \(pid), since \(json["startedAt"]?.stringValue ?? "?")")
+        print(
+            "plings-bridge \(json["version"]?.stringValue ?? "?") running, pid \(pid), since \(json["startedAt"]?.stringValue ?? "?")"
+        )
         if let counts = json["spool"]?["counts"] {
-            print("spool: " + ScanState.allCases.map { "\($0.rawValue) \(counts[$0.rawValue]?.intValue ?? 0)" }.joined(separator: ", "))
+            print(
+                "spool: "
+                    + ScanState.allCases.map { "\($0.rawValue) \(counts[$0.rawValue]?.intValue ?? 0)" }.joined(
+                        separator: ", "))
         }
         if let delivery = json["delivery"] {
             var line = "delivery: \(delivery["state"]?.stringValue ?? "?")"

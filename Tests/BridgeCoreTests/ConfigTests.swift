@@ -53,17 +53,38 @@ struct ConfigTests {
 
     @Test(arguments: [
         (#"{"nfc":{"debouce":2}}"#, "unknown config key 'nfc.debouce' in test.json"),
-        (#"{"nfc":{"debounce":"2"}}"#, "config key 'nfc.debounce' in test.json: expected a number of seconds, got a string"),
+        (
+            #"{"nfc":{"debounce":"2"}}"#,
+            "config key 'nfc.debounce' in test.json: expected a number of seconds, got a string"
+        ),
         (#"{"nfc":{"enabled":1}}"#, "config key 'nfc.enabled' in test.json: expected true or false, got a number"),
-        (#"{"api":{"concurrency":2.5}}"#, "config key 'api.concurrency' in test.json: expected a whole number, got a number"),
+        (
+            #"{"api":{"concurrency":2.5}}"#,
+            "config key 'api.concurrency' in test.json: expected a whole number, got a number"
+        ),
         (#"{"api":{"concurrency":0}}"#, "config key 'api.concurrency' in test.json: 0 is outside 1...64"),
-        (#"{"hid":{"suffix":"space"}}"#, #"config key 'hid.suffix' in test.json: expected one of enter, tab, got "space""#),
+        (
+            #"{"hid":{"suffix":"space"}}"#,
+            #"config key 'hid.suffix' in test.json: expected one of enter, tab, got "space""#
+        ),
         (#"{"nfc":[]}"#, "config key 'nfc' in test.json: expected an object, got an array"),
         (#"{"hosts":[]}"#, "config key 'hosts' in test.json: at least one host is needed"),
-        (#"{"location":{"gpsd":"nohost"}}"#, "config key 'location.gpsd' in test.json: expected HOST:PORT, got 'nohost'"),
-        (#"{"location":{"fixed":{"latitude":91,"longitude":0}}}"#, "config key 'location.fixed' in test.json: 'latitude' must be a number in -90...90"),
-        (#"{"hid":{"match":[{"vendor":"5e0"}]}}"#, #"config key 'hid.match' in test.json[0].vendor: expected 4 hex digits like "05e0", got "5e0""#),
-        (#"{"hid":{"match":[{"layout":"se"}]}}"#, "config key 'hid.match' in test.json[0]: a match needs at least one of vendor, model, serial, path"),
+        (
+            #"{"location":{"gpsd":"nohost"}}"#,
+            "config key 'location.gpsd' in test.json: expected HOST:PORT, got 'nohost'"
+        ),
+        (
+            #"{"location":{"fixed":{"latitude":91,"longitude":0}}}"#,
+            "config key 'location.fixed' in test.json: 'latitude' must be a number in -90...90"
+        ),
+        (
+            #"{"hid":{"match":[{"vendor":"5e0"}]}}"#,
+            #"config key 'hid.match' in test.json[0].vendor: expected 4 hex digits like "05e0", got "5e0""#
+        ),
+        (
+            #"{"hid":{"match":[{"layout":"se"}]}}"#,
+            "config key 'hid.match' in test.json[0]: a match needs at least one of vendor, model, serial, path"
+        ),
         (#"{"a":1,"a":2}"#, "unknown config key 'a' in test.json"),
         (#"{"nfc":{"debounce":1,"debounce":2}}"#, "config key 'nfc.debounce' appears twice in test.json"),
         ("[1]", "config file test.json: the top level must be an object"),
@@ -95,7 +116,8 @@ struct ConfigTests {
         #expect(throws: ConfigError("unknown environment variable PLINGS_BRIDGE_NFC_DEBOUCE")) {
             try loader.applyEnvironment(["PLINGS_BRIDGE_NFC_DEBOUCE": "1"])
         }
-        #expect(throws: ConfigError("environment variable PLINGS_BRIDGE_HID_GRAB: expected true or false, got 'maybe'")) {
+        #expect(throws: ConfigError("environment variable PLINGS_BRIDGE_HID_GRAB: expected true or false, got 'maybe'"))
+        {
             try loader.applyEnvironment(["PLINGS_BRIDGE_HID_GRAB": "maybe"])
         }
         #expect(throws: ConfigError("flag --fixed-location: expected LAT,LON[,ACCURACY], got '59.3'")) {
@@ -131,17 +153,32 @@ struct DeliveryClassifierTests {
     @Test func outcomeTable() {
         let ok = #"{"data":{"resolveIdentifier":{"__typename":"R"}}}"#
         #expect(classify(200, ok) == .delivered(response: ok))
-        #expect(classify(200, #"{"data":{"resolveIdentifier":null},"errors":[{"message":"bad","extensions":{"code":"BAD_USER_INPUT"}}]}"#).isDead)
-        #expect(classify(200, #"{"errors":[{"message":"x","extensions":{"code":"GRAPHQL_VALIDATION_FAILED"}}]}"#).isDead)
-        #expect(classify(200, #"{"errors":[{"message":"who","extensions":{"code":"UNAUTHENTICATED"}}]}"#) == .authPaused(reason: "GraphQL error: who (UNAUTHENTICATED)"))
-        #expect(classify(200, #"{"errors":[{"message":"boom","extensions":{"code":"INTERNAL_SERVER_ERROR"}}]}"#) == .retry(reason: "GraphQL error: boom (INTERNAL_SERVER_ERROR)", retryAfter: nil))
+        #expect(
+            classify(
+                200,
+                #"{"data":{"resolveIdentifier":null},"errors":[{"message":"bad","extensions":{"code":"BAD_USER_INPUT"}}]}"#
+            ).isDead)
+        #expect(
+            classify(200, #"{"errors":[{"message":"x","extensions":{"code":"GRAPHQL_VALIDATION_FAILED"}}]}"#).isDead)
+        #expect(
+            classify(200, #"{"errors":[{"message":"who","extensions":{"code":"UNAUTHENTICATED"}}]}"#)
+                == .authPaused(reason: "GraphQL error: who (UNAUTHENTICATED)"))
+        #expect(
+            classify(200, #"{"errors":[{"message":"boom","extensions":{"code":"INTERNAL_SERVER_ERROR"}}]}"#)
+                == .retry(reason: "GraphQL error: boom (INTERNAL_SERVER_ERROR)", retryAfter: nil))
         #expect(classify(200, "<html>") == .retry(reason: "HTTP 200 with a body that is not JSON", retryAfter: nil))
-        #expect(classify(200, #"{"data":{}}"#) == .retry(reason: "HTTP 200 without data.resolveIdentifier", retryAfter: nil))
+        #expect(
+            classify(200, #"{"data":{}}"#) == .retry(reason: "HTTP 200 without data.resolveIdentifier", retryAfter: nil)
+        )
         for status in [400, 404, 413, 422] { #expect(classify(status, "").isDead) }
-        for status in [401, 403] { #expect(classify(status, "") == .authPaused(reason: "HTTP \(status): the API refused the token")) }
+        for status in [401, 403] {
+            #expect(classify(status, "") == .authPaused(reason: "HTTP \(status): the API refused the token"))
+        }
         for status in [408, 429, 500, 502, 503, 504] { #expect(classify(status, "").isRetry) }
         #expect(classify(429, "", retryAfter: " 30 ") == .retry(reason: "HTTP 429", retryAfter: 30))
-        #expect(classify(503, "", retryAfter: "Wed, 21 Oct 2015 07:28:00 GMT") == .retry(reason: "HTTP 503", retryAfter: nil))
+        #expect(
+            classify(503, "", retryAfter: "Wed, 21 Oct 2015 07:28:00 GMT")
+                == .retry(reason: "HTTP 503", retryAfter: nil))
         #expect(classify(302, "").isRetry)
     }
 

@@ -72,7 +72,9 @@ struct SplitMix {
 
 struct LogLineTests {
     @Test func quotesAndEscapes() {
-        let line = LogLine.format(level: "warn", message: "tag read failed", fields: [("reader", "ACS ACR122U 00 00"), ("n", "3"), ("x", "a\nlevel=error")])
+        let line = LogLine.format(
+            level: "warn", message: "tag read failed",
+            fields: [("reader", "ACS ACR122U 00 00"), ("n", "3"), ("x", "a\nlevel=error")])
         #expect(line == #"level=warn msg="tag read failed" reader="ACS ACR122U 00 00" n=3 x="a\nlevel=error""#)
         #expect(!line.contains("\n"))
     }

@@ -8,16 +8,23 @@ struct PlingsURLTests {
 
     static let valid: [(String, PlingsIdentifier)] = [
         ("https://s.plings.io/?t=q&i=ABC&p=4.2.3", .init(type: .qr, identifier: "ABC", path: "4.2.3")),
-        ("http://s.plings.io/?t=n&i=4kyQCd5tMDjJVWJKRzVT&p=4.2.3.3.6",
-         .init(type: .nfc, identifier: "4kyQCd5tMDjJVWJKRzVT", path: "4.2.3.3.6")),
+        (
+            "http://s.plings.io/?t=n&i=4kyQCd5tMDjJVWJKRzVT&p=4.2.3.3.6",
+            .init(type: .nfc, identifier: "4kyQCd5tMDjJVWJKRzVT", path: "4.2.3.3.6")
+        ),
         ("HTTPS://S.PLINGS.IO/?t=r&i=abc&p=1", .init(type: .rfid, identifier: "abc", path: "1")),
         ("https://s.plings.io?t=b&i=Z9&p=10.20", .init(type: .barcode, identifier: "Z9", path: "10.20")),
         ("https://s.plings.io/?p=4.2&i=XYZ&t=q", .init(type: .qr, identifier: "XYZ", path: "4.2")),
-        ("https://s.plings.io/?t=q&i=ABC&p=4.2.3&cp=Kx7", .init(type: .qr, identifier: "ABC", path: "4.2.3", classPointer: "Kx7")),
+        (
+            "https://s.plings.io/?t=q&i=ABC&p=4.2.3&cp=Kx7",
+            .init(type: .qr, identifier: "ABC", path: "4.2.3", classPointer: "Kx7")
+        ),
         ("https://s.plings.io/?t=q&i=ABC&p=4.2.3&cp=", .init(type: .qr, identifier: "ABC", path: "4.2.3")),
         ("https://s.plings.io/?t=q&i=%41BC&p=4%2E2", .init(type: .qr, identifier: "ABC", path: "4.2")),
-        ("https://s.plings.io/?t=q&i=ABC&p=4.2.3&utm_source=x&utm_source=y",
-         .init(type: .qr, identifier: "ABC", path: "4.2.3")),
+        (
+            "https://s.plings.io/?t=q&i=ABC&p=4.2.3&utm_source=x&utm_source=y",
+            .init(type: .qr, identifier: "ABC", path: "4.2.3")
+        ),
         ("https://s.plings.io/?t=q&i=ABC&p=4.2.3#frag", .init(type: .qr, identifier: "ABC", path: "4.2.3")),
         ("  https://s.plings.io/?t=q&i=ABC&p=4.2.3\r\n", .init(type: .qr, identifier: "ABC", path: "4.2.3")),
         ("https://s.plings.io:443/?t=q&i=ABC&p=4", .init(type: .qr, identifier: "ABC", path: "4")),

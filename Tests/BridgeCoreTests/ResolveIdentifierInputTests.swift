@@ -93,7 +93,9 @@ struct TimestampTests {
     }
 
     @Test func parseRejectsGarbage() {
-        for text in ["", "2026-13-01T00:00:00Z", "2026-06-14 08:00:00Z", "2026-06-14T08:00:00.Z", "2026-06-14T08:00:00+01:00"] {
+        for text in [
+            "", "2026-13-01T00:00:00Z", "2026-06-14 08:00:00Z", "2026-06-14T08:00:00.Z", "2026-06-14T08:00:00+01:00",
+        ] {
             #expect(Timestamp.parse(text) == nil, "\(text)")
         }
         #expect(Timestamp.parse("2026-06-14T08:00:00Z") != nil)

@@ -55,8 +55,10 @@ struct CLITests {
         defer { dir.remove() }
         let spool = dir.file("dry.sqlite")
         let result = try run(
-            ["scan", "https://s.plings.io/?cp=K7&p=4.2&i=XYZ&t=n", "--dry-run", "--spool", spool,
-             "--fixed-location", "59.3293,18.0686,5"], dir)
+            [
+                "scan", "https://s.plings.io/?cp=K7&p=4.2&i=XYZ&t=n", "--dry-run", "--spool", spool,
+                "--fixed-location", "59.3293,18.0686,5",
+            ], dir)
         #expect(result.status == 0, "\(result.stderr)")
         #expect(result.stdoutLines.count == 1)
         let body = try JSONParser.parse(result.stdout.trimmingASCIIWhitespace())
@@ -139,7 +141,8 @@ struct CLITests {
     @Test func runIdlesAndStopsCleanlyOnSIGTERM() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        let bridge = try RunningProcess(binary, ["run", "--spool", dir.file("run.sqlite")], environment: environment(dir))
+        let bridge = try RunningProcess(
+            binary, ["run", "--spool", dir.file("run.sqlite")], environment: environment(dir))
         defer { bridge.stop() }
         // The process is ready when it says so on stderr; wait for the spool file it creates first.
         let deadline = Date().addingTimeInterval(20)

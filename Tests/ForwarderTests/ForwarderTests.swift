@@ -51,7 +51,8 @@ struct ForwarderTests {
             for identifier in identifiers {
                 t = t.addingTimeInterval(0.01)
                 let read = Read(
-                    sourceKind: .hid, device: "bench", raw: "https://s.plings.io/?t=q&i=\(identifier)&p=1.\(n)", time: t)
+                    sourceKind: .hid, device: "bench", raw: "https://s.plings.io/?t=q&i=\(identifier)&p=1.\(n)", time: t
+                )
                 let scan = builder.build(read, fix: nil)
                 try spool.insert([scan])
                 order[identifier, default: []].append(scan.id)
@@ -181,7 +182,8 @@ struct ForwarderTests {
     @Test func killedMidDrainAndRestartedLosesNothing() throws {
         let s = try setup()
         defer { s.teardown() }
-        let order = try spoolBacklog(s, identifiers: ["Ka", "Kb", "Kc", "Kd", "Ke", "Kf", "Kg", "Kh", "Ki", "Kj"], perIdentifier: 30)
+        let order = try spoolBacklog(
+            s, identifiers: ["Ka", "Kb", "Kc", "Kd", "Ke", "Kf", "Kg", "Kh", "Ki", "Kj"], perIdentifier: 30)
         try s.api.setMode("slow", ["delay": 0.02])
         let first = try startBridge(s)
         _ = try s.api.requests(min: 40, wait: 20)
@@ -213,7 +215,9 @@ struct ForwarderTests {
         defer { bridge.stop() }
         let requests = try s.api.requests(min: 2, wait: 15)
         #expect(requests.count == 2)
-        if requests.count == 2, let t0 = requests[0]["arrivedMono"] as? Double, let t1 = requests[1]["arrivedMono"] as? Double {
+        if requests.count == 2, let t0 = requests[0]["arrivedMono"] as? Double,
+            let t1 = requests[1]["arrivedMono"] as? Double
+        {
             #expect(t1 - t0 >= 1.9, "retried after \(t1 - t0) s despite Retry-After: 2")
         }
         bridge.signal(SIGTERM)
@@ -225,8 +229,11 @@ struct ForwarderTests {
         defer { s.teardown() }
         let result = try ProcessRunner.run(
             binary,
-            ["scan", "https://s.plings.io/?t=n&i=4kyQ&p=4.2.3.3.6&cp=X1", "--config", s.config, "--spool", s.spoolPath,
-             "--fixed-location", "59.3293,18.0686,8"],
+            [
+                "scan", "https://s.plings.io/?t=n&i=4kyQ&p=4.2.3.3.6&cp=X1", "--config", s.config, "--spool",
+                s.spoolPath,
+                "--fixed-location", "59.3293,18.0686,8",
+            ],
             environment: s.environment())
         #expect(result.status == 0, "\(result.stderr)")
         let record = try JSONParser.parse(result.stdout.trimmingASCIIWhitespace())

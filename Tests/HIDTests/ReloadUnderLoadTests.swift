@@ -18,8 +18,10 @@ struct ReloadUnderLoadTests {
         var start: Int64 = 2_000_000
         for n in 0..<80 {
             let line = "https://s.plings.io/?t=q&i=R&p=1.\(n)"
-            let typed = EventScript.typing(
-                line, layout: .us, suffix: .enter, timing: EventScript.Timing(start: start, keyHold: 1000, keyGap: 1000))
+            let typed =
+                EventScript.typing(
+                    line, layout: .us, suffix: .enter,
+                    timing: EventScript.Timing(start: start, keyHold: 1000, keyGap: 1000))
                 ?? []
             events += typed
             start = (typed.last.map { $0.seconds * 1_000_000 + $0.microseconds } ?? start) + 5000
@@ -34,8 +36,10 @@ struct ReloadUnderLoadTests {
         env["HOME"] = dir.path
         let bridge = try RunningProcess(
             "/usr/bin/umockdev-run",
-            ["-d", Products.rig("hid/zebra-event3.umockdev"), "-e", "/dev/input/event3=\(eventsFile)", "--", binary,
-             "run", "--config", config, "--spool", spool],
+            [
+                "-d", Products.rig("hid/zebra-event3.umockdev"), "-e", "/dev/input/event3=\(eventsFile)", "--", binary,
+                "run", "--config", config, "--spool", spool,
+            ],
             environment: env)
         defer { bridge.stop() }
 
@@ -62,9 +66,10 @@ struct ReloadUnderLoadTests {
 
         let log = bridge.stderrText
         #expect(log.components(separatedBy: "configuration reloaded").count - 1 == 2)
-        let acknowledged = Set(log.split(separator: "\n").filter { $0.contains("msg=\"scan accepted\"") }.compactMap { line in
-            line.split(separator: " ").first { $0.hasPrefix("id=") }.map { String($0.dropFirst(3)) }
-        })
+        let acknowledged = Set(
+            log.split(separator: "\n").filter { $0.contains("msg=\"scan accepted\"") }.compactMap { line in
+                line.split(separator: " ").first { $0.hasPrefix("id=") }.map { String($0.dropFirst(3)) }
+            })
         let records = try Spool(path: spool).list()
         #expect(acknowledged.isSubset(of: Set(records.map(\.id))))
         #expect(records.count >= 50)

@@ -9,8 +9,10 @@ import Testing
 /// assertions (stale after 1.5 s) should not compete with each other for the two cores.
 @Suite(.serialized)
 struct GPSClientTests {
-    func location(_ address: String, maxFixAge: Double = 10, minMode: Int = 2, fixed: LocationFix? = nil,
-                  timeFromGPS: Bool = false) -> BridgeConfig.Location {
+    func location(
+        _ address: String, maxFixAge: Double = 10, minMode: Int = 2, fixed: LocationFix? = nil,
+        timeFromGPS: Bool = false
+    ) -> BridgeConfig.Location {
         var config = BridgeConfig().location
         config.gpsd = address
         config.maxFixAge = maxFixAge

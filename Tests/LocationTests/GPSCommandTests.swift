@@ -46,8 +46,10 @@ struct GPSCommandTests {
         #expect(Date().timeIntervalSince(started) < 5)
         let value = try JSONParser.parse(json.stdout.trimmingCharacters(in: .whitespacesAndNewlines))
         #expect(value["connected"]?.boolValue == false)
-        for key in ["mode", "latitude", "longitude", "accuracy", "fixAge", "satellitesUsed", "satellitesVisible",
-                    "clockOffset"] {
+        for key in [
+            "mode", "latitude", "longitude", "accuracy", "fixAge", "satellitesUsed", "satellitesVisible",
+            "clockOffset",
+        ] {
             #expect(value[key]?.isNull == true, "\(key) is null")
         }
         let human = try runGPS(["--gpsd", rig.address])

@@ -26,12 +26,15 @@ final class NFCRig: @unchecked Sendable {
         // The test runner's threads block some signals and a spawned child inherits that mask: pcscd then
         // never sees the rig's SIGTERM and every rig shutdown costs the rig's 5 s kill timeout. Clear the
         // mask before exec'ing the rig (and so pcscd).
+        // It also takes /tmp/pcscd.lock (held by the rig until it exits): there is one pcscd per machine, and
+        // the soak, the demo and the benchmarks take the same lock, so rigs never fight over it.
         let launcher =
-            "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
-            + "os.execv(sys.argv[1], sys.argv[1:])"
+            "import fcntl, os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+            + "lock = os.open('/tmp/pcscd.lock', os.O_CREAT | os.O_RDWR); fcntl.flock(lock, fcntl.LOCK_EX); "
+            + "os.set_inheritable(lock, True); os.execv(sys.argv[1], sys.argv[1:])"
         process = try RunningProcess(
             "/usr/bin/python3", ["-c", launcher, "/usr/bin/python3", Products.rig("nfc/nfc_rig.py")] + arguments)
-        guard process.waitForLineCount(1, timeout: 20), process.outputLines.first == "READY" else {
+        guard process.waitForLineCount(1, timeout: 300), process.outputLines.first == "READY" else {
             let first = process.outputLines.first ?? "nothing"
             process.stop()
             throw RigFailure(description: "nfc_rig.py did not get ready: \(first); \(process.stderrText)")

@@ -57,7 +57,8 @@ struct OpsTests {
         defer { dir.remove() }
         let notify = try NotifySocket(path: dir.file("notify"))
         let env = environment(dir, ["NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000"])
-        let bridge = try RunningProcess(binary, ["run", "--spool", dir.file("s.sqlite"), "--no-nfc", "--no-hid"], environment: env)
+        let bridge = try RunningProcess(
+            binary, ["run", "--spool", dir.file("s.sqlite"), "--no-nfc", "--no-hid"], environment: env)
         defer { bridge.stop() }
         let ready = notify.receive(timeout: 20)
         #expect(ready?.hasPrefix("READY=1") == true)
@@ -86,10 +87,12 @@ struct OpsTests {
         let env = environment(dir, ["NOTIFY_SOCKET": notify.path])
         let stopped = try ProcessRunner.run(binary, ["status", "--spool", spool], environment: env)
         #expect(stopped.status == 1 && stopped.stdout.contains("not running"))
-        let bridge = try RunningProcess(binary, ["run", "--config", config, "--spool", spool, "--no-nfc", "--no-hid"], environment: env)
+        let bridge = try RunningProcess(
+            binary, ["run", "--config", config, "--spool", spool, "--no-nfc", "--no-hid"], environment: env)
         defer { bridge.stop() }
         #expect(notify.receive(timeout: 20)?.hasPrefix("READY=1") == true)
-        _ = try ProcessRunner.run(binary, ["scan", "https://s.plings.io/?t=q&i=A&p=1", "--spool", spool], environment: env)
+        _ = try ProcessRunner.run(
+            binary, ["scan", "https://s.plings.io/?t=q&i=A&p=1", "--spool", spool], environment: env)
         // The snapshot is written on the next refresh (5 s) once something changed; metrics every second.
         var status: JSONValue?
         for _ in 0..<40 {
@@ -122,7 +125,8 @@ struct OpsTests {
         try #"{"api": {"url": "\#(api.url)", "tokenFile": "\#(api.tokenFile)", "allowInsecureHTTP": true}}"#
             .write(toFile: good, atomically: true, encoding: .utf8)
         let ok = try ProcessRunner.run(
-            binary, ["doctor", "--json", "--config", good, "--spool", dir.file("s.sqlite")], environment: environment(dir))
+            binary, ["doctor", "--json", "--config", good, "--spool", dir.file("s.sqlite")],
+            environment: environment(dir))
         let checks = try JSONParser.parse(ok.stdout.trimmingASCIIWhitespace())
         guard case .array(let items) = checks else {
             Issue.record("not an array: \(ok.stdout)")
@@ -135,9 +139,14 @@ struct OpsTests {
         for item in items {
             for key in ["name", "status", "message", "fix"] { #expect(item[key] != nil) }
         }
-        #expect(ok.status == DoctorCheck.exitCode(items.map {
-            DoctorCheck($0["name"]?.stringValue ?? "", DoctorCheck.Status(rawValue: $0["status"]?.stringValue ?? "") ?? .fail, "")
-        }))
+        #expect(
+            ok.status
+                == DoctorCheck.exitCode(
+                    items.map {
+                        DoctorCheck(
+                            $0["name"]?.stringValue ?? "",
+                            DoctorCheck.Status(rawValue: $0["status"]?.stringValue ?? "") ?? .fail, "")
+                    }))
         // Wrong token: the api check fails, says so, and doctor exits 1; the token is not printed.
         let badToken = dir.file("bad-token")
         try "wrong-token-value\n".write(toFile: badToken, atomically: true, encoding: .utf8)
@@ -190,7 +199,10 @@ struct OpsTests {
     @Test func unitFileExposureIsAtMostTwoPointFive() throws {
         let result = try ProcessRunner.run(
             "/usr/bin/systemd-analyze",
-            ["security", "--offline=true", "--threshold=25", Products.packageRoot.appendingPathComponent("packaging/plings-bridge.service").path])
+            [
+                "security", "--offline=true", "--threshold=25",
+                Products.packageRoot.appendingPathComponent("packaging/plings-bridge.service").path,
+            ])
         #expect(result.status == 0, "\(result.stdout.suffix(600))")
         #expect(result.stdout.contains("Overall exposure level"))
     }

@@ -13,7 +13,8 @@ struct SpoolTests {
 
     func scan(_ url: String, at seconds: Double = 0) -> NewScan {
         builder.build(
-            Read(sourceKind: .manual, device: "t", raw: url, time: Date(timeIntervalSince1970: 1_781_424_000 + seconds)),
+            Read(
+                sourceKind: .manual, device: "t", raw: url, time: Date(timeIntervalSince1970: 1_781_424_000 + seconds)),
             fix: nil)
     }
 
@@ -62,12 +63,14 @@ struct SpoolTests {
         let first = try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: [])
         #expect(first.map(\.id) == [a1.id, b1.id])  // a2 waits behind a1
         #expect(try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).isEmpty)  // leased
-        try spool.recordOutcome(id: a1.id, outcome: .retry(reason: "HTTP 500", nextAttempt: now.addingTimeInterval(60)), now: now)
+        try spool.recordOutcome(
+            id: a1.id, outcome: .retry(reason: "HTTP 500", nextAttempt: now.addingTimeInterval(60)), now: now)
         #expect(try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).isEmpty)  // a1 backs off, a2 still waits
         try spool.recordOutcome(id: a1.id, outcome: .delivered(response: "{}"), now: now)
         #expect(try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).map(\.id) == [a2.id])
         let record = try #require(try spool.record(id: a1.id))
-        #expect(record.state == .delivered && record.attempts == 2 && record.deliveredAt != nil && record.response == "{}")
+        #expect(
+            record.state == .delivered && record.attempts == 2 && record.deliveredAt != nil && record.response == "{}")
     }
 
     @Test func deadScansAreRevivedAndDeliveredArePruned() throws {
@@ -140,7 +143,9 @@ struct SpoolTests {
         // Cap the file at its current size: the next insert needs a page and must fail with SQLITE_FULL.
         let db = try SQLiteConnection(path: path)
         let pages = try #require(try db.scalarInt("PRAGMA page_count"))
-        let big = (0..<200).map { _ in scan("https://s.plings.io/?t=q&i=B&p=" + String(repeating: "1.", count: 31) + "1") }
+        let big = (0..<200).map { _ in
+            scan("https://s.plings.io/?t=q&i=B&p=" + String(repeating: "1.", count: 31) + "1")
+        }
         try spool.withTestConnection { db throws(SQLiteError) in try db.execute("PRAGMA max_page_count = \(pages)") }
         var failure: SpoolError?
         do { try spool.insert(big) } catch { failure = error }
@@ -170,7 +175,8 @@ struct SpoolTests {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         let path = dir.file("killed.sqlite")
-        let writer = try RunningProcess(Products.path("plings-bench"), ["writer", "--spool", path, "--count", "100000"])
+        let writer = try RunningProcess(
+            Products.path("plings-bench"), ["writer", "--spool", path, "--count", "100000"])
         #expect(writer.waitForLineCount(300, timeout: 60))
         writer.signal(SIGKILL)
         _ = writer.waitForExit(timeout: 10)

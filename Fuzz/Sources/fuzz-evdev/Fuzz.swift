@@ -8,10 +8,14 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let raw = UnsafeRawBufferPointer(start: data, count: size)
     let layout = KeyboardLayout.all[Int(raw[0]) % KeyboardLayout.all.count]
     var parser = InputEventParser()
-    var decoder = KeystrokeDecoder(layout: layout, suffix: raw[0] & 0x80 == 0 ? .enter : .tab, maxLineLength: 64, interKeyTimeout: 0.5)
+    var decoder = KeystrokeDecoder(
+        layout: layout, suffix: raw[0] & 0x80 == 0 ? .enter : .tab, maxLineLength: 64, interKeyTimeout: 0.5)
     // Feed in two chunks split at a data-dependent point, as a short read would.
     let split = size > 2 ? 1 + Int(raw[1]) % (size - 1) : size
-    for chunk in [UnsafeRawBufferPointer(rebasing: raw[1..<max(1, split)]), UnsafeRawBufferPointer(rebasing: raw[max(1, split)...])] {
+    for chunk in [
+        UnsafeRawBufferPointer(rebasing: raw[1..<max(1, split)]),
+        UnsafeRawBufferPointer(rebasing: raw[max(1, split)...]),
+    ] {
         parser.parse(chunk) { event in
             decoder.feed(event, now: event.time) { output in
                 if case .line(let line) = output { precondition(line.count <= 64, "line longer than the maximum") }

@@ -98,7 +98,9 @@ public struct ConfigLoader {
         var seen = Set<String>()
         for (key, child) in members {
             let path = prefix.isEmpty ? key : prefix + "." + key
-            guard seen.insert(key).inserted else { throw ConfigError("config key '\(path)' appears twice in \(origin)") }
+            guard seen.insert(key).inserted else {
+                throw ConfigError("config key '\(path)' appears twice in \(origin)")
+            }
             if let kind = ConfigLoader.kinds[path] {
                 try set(path, kind: kind, value: child, origin: "config key '\(path)' in \(origin)")
             } else if ConfigLoader.schema.contains(where: { $0.path.hasPrefix(path + ".") }) {
@@ -277,8 +279,12 @@ public struct ConfigLoader {
                 case "vendor", "model":
                     if let t = text {
                         let lower = t.lowercased()
-                        guard lower.utf8.count == 4, lower.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
-                        else { throw ConfigError("\(where_).\(key): expected 4 hex digits like \"05e0\", got \"\(t.prefix(16))\"") }
+                        guard lower.utf8.count == 4,
+                            lower.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+                        else {
+                            throw ConfigError(
+                                "\(where_).\(key): expected 4 hex digits like \"05e0\", got \"\(t.prefix(16))\"")
+                        }
                         text = lower
                     }
                     if key == "vendor" { match.vendor = text } else { match.model = text }

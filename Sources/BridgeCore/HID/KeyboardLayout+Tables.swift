@@ -10,13 +10,19 @@ extension KeyboardLayout {
         return zip(codes, chars).map { code, char in (code, String(char) + char.uppercased()) }
     }
 
-    private static let qwertyTop: [UInt16] = [K.KEY_Q, K.KEY_W, K.KEY_E, K.KEY_R, K.KEY_T, K.KEY_Y, K.KEY_U,
-                                              K.KEY_I, K.KEY_O, K.KEY_P]
-    private static let qwertyHome: [UInt16] = [K.KEY_A, K.KEY_S, K.KEY_D, K.KEY_F, K.KEY_G, K.KEY_H, K.KEY_J,
-                                               K.KEY_K, K.KEY_L, K.KEY_SEMICOLON]
+    private static let qwertyTop: [UInt16] = [
+        K.KEY_Q, K.KEY_W, K.KEY_E, K.KEY_R, K.KEY_T, K.KEY_Y, K.KEY_U,
+        K.KEY_I, K.KEY_O, K.KEY_P,
+    ]
+    private static let qwertyHome: [UInt16] = [
+        K.KEY_A, K.KEY_S, K.KEY_D, K.KEY_F, K.KEY_G, K.KEY_H, K.KEY_J,
+        K.KEY_K, K.KEY_L, K.KEY_SEMICOLON,
+    ]
     private static let qwertyBottom: [UInt16] = [K.KEY_Z, K.KEY_X, K.KEY_C, K.KEY_V, K.KEY_B, K.KEY_N, K.KEY_M]
-    private static let digitRow: [UInt16] = [K.KEY_1, K.KEY_2, K.KEY_3, K.KEY_4, K.KEY_5, K.KEY_6, K.KEY_7,
-                                             K.KEY_8, K.KEY_9, K.KEY_0]
+    private static let digitRow: [UInt16] = [
+        K.KEY_1, K.KEY_2, K.KEY_3, K.KEY_4, K.KEY_5, K.KEY_6, K.KEY_7,
+        K.KEY_8, K.KEY_9, K.KEY_0,
+    ]
 
     /// Keypad keys and Space, shared by every layout; `decimal` is what KPDOT types.
     private static func common(decimal: Character) -> [(UInt16, String)] {
@@ -57,8 +63,10 @@ extension KeyboardLayout {
                 (K.KEY_BACKSLASH, "'*"), (K.KEY_102ND, "<>|"), (K.KEY_COMMA, ",;"), (K.KEY_DOT, ".:"),
                 (K.KEY_SLASH, "-_"),
             ],
-        dead: [(K.KEY_EQUAL, 0), (K.KEY_EQUAL, 1), (K.KEY_RIGHTBRACE, 0), (K.KEY_RIGHTBRACE, 1),
-               (K.KEY_RIGHTBRACE, 2)])
+        dead: [
+            (K.KEY_EQUAL, 0), (K.KEY_EQUAL, 1), (K.KEY_RIGHTBRACE, 0), (K.KEY_RIGHTBRACE, 1),
+            (K.KEY_RIGHTBRACE, 2),
+        ])
 
     /// German (QWERTZ). AltGr: @ € { [ ] } \ ~ | ² ³ µ; ^ ´ ` are dead keys.
     public static let de = KeyboardLayout(

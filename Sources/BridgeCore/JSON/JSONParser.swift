@@ -217,7 +217,9 @@ public struct JSONParser {
         }
         let text = String(decoding: bytes[start..<index], as: UTF8.self)
         if isInteger, let value = Int(text) { return .integer(value) }
-        guard let value = Double(text), value.isFinite else { throw JSONParseError(offset: start, message: "number out of range") }
+        guard let value = Double(text), value.isFinite else {
+            throw JSONParseError(offset: start, message: "number out of range")
+        }
         return .number(value)
     }
 }

@@ -100,7 +100,9 @@ public struct PlingsURLParser: Sendable {
                 let value = PlingsURLParser.percentDecode(equals < pair.endIndex ? pair[(equals + 1)...] : [][...])
             else { return .failure(.badPercentEncoding) }
             // Only our own keys must be unique: a repeated `i` is ambiguous, a repeated tracking tag is not ours.
-            if ["t", "i", "p", "cp"].contains(key), parameters[key] != nil { return .failure(.duplicateParameter(key)) }
+            if ["t", "i", "p", "cp"].contains(key), parameters[key] != nil {
+                return .failure(.duplicateParameter(key))
+            }
             parameters[key] = value
         }
 
@@ -119,7 +121,8 @@ public struct PlingsURLParser: Sendable {
                 cp.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
             else { return .failure(.badClassPointer) }
         }
-        return .success(PlingsIdentifier(type: type, identifier: identifier, path: pathValue, classPointer: classPointer))
+        return .success(
+            PlingsIdentifier(type: type, identifier: identifier, path: pathValue, classPointer: classPointer))
     }
 
     static func isDottedDecimal(_ text: String) -> Bool {

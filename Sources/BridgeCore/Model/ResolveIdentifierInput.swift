@@ -13,7 +13,9 @@ public enum ResolveIdentifierInput {
         if let cp = id.classPointer { members.append(("classPointer", .string(cp))) }
         var metadata: [(String, JSONValue)] = [("timestamp", .string(Timestamp.format(time)))]
         if let fix, fix.isValid {
-            var geo: [(String, JSONValue)] = [("latitude", .number(fix.latitude)), ("longitude", .number(fix.longitude))]
+            var geo: [(String, JSONValue)] = [
+                ("latitude", .number(fix.latitude)), ("longitude", .number(fix.longitude)),
+            ]
             if let accuracy = fix.accuracy { geo.append(("accuracy", .number(accuracy))) }
             // Sharing a position is only ever done with consent; no fix (or location disabled) omits the object.
             geo.append(("consent", .bool(true)))

@@ -48,7 +48,10 @@ public struct ScanRecord: Sendable, Equatable {
         return .object([
             ("id", .string(id)),
             ("state", .string(state.rawValue)),
-            ("source", .object([("kind", .string(sourceKind.rawValue)), ("device", .string(device)), ("uid", optional(uid))])),
+            (
+                "source",
+                .object([("kind", .string(sourceKind.rawValue)), ("device", .string(device)), ("uid", optional(uid))])
+            ),
             ("raw", .string(raw)),
             ("input", input),
             ("attempts", .integer(attempts)),

@@ -12,7 +12,8 @@ struct CardSession<Transport: CardTransport> {
     /// Sends `apdu`; `command` names it in errors (built only when one is thrown). A response under
     /// 2 bytes means the card was removed.
     mutating func exchange(_ apdu: [UInt8], _ command: @autoclosure () -> String) throws(TagReadError)
-        -> APDUResponse {
+        -> APDUResponse
+    {
         guard count < limit else { throw .tooManyCommands(limit: limit) }
         count += 1
         let raw: [UInt8]

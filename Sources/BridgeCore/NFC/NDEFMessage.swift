@@ -26,8 +26,10 @@ public enum NDEFMessage {
                 out.append(UInt8(record.payload.count))
             } else {
                 let length = UInt32(record.payload.count)
-                out.append(contentsOf: [UInt8(length >> 24), UInt8((length >> 16) & 0xFF),
-                                        UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF)])
+                out.append(contentsOf: [
+                    UInt8(length >> 24), UInt8((length >> 16) & 0xFF),
+                    UInt8((length >> 8) & 0xFF), UInt8(length & 0xFF),
+                ])
             }
             if !record.id.isEmpty {
                 out.append(UInt8(record.id.count))

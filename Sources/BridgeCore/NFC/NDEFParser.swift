@@ -76,8 +76,10 @@ public enum NDEFParser {
             let typeEnd = cursor + typeLength
             let idEnd = typeEnd + idLength
             let payloadEnd = idEnd + payloadLength
-            records.append(NDEFRecord(tnf: tnf, type: Array(bytes[cursor..<typeEnd]),
-                                      id: Array(bytes[typeEnd..<idEnd]), payload: Array(bytes[idEnd..<payloadEnd])))
+            records.append(
+                NDEFRecord(
+                    tnf: tnf, type: Array(bytes[cursor..<typeEnd]),
+                    id: Array(bytes[typeEnd..<idEnd]), payload: Array(bytes[idEnd..<payloadEnd])))
             position = payloadEnd
             if messageEnd { return records }
         }

@@ -18,8 +18,10 @@ public struct TagReadResult: Sendable, Equatable {
     public var apduCount: Int
 
     /// Creates a result.
-    public init(uid: [UInt8]?, kind: TagKind, ndef: [UInt8]?, records: [NDEFRecord], uris: [String],
-                noURLReason: String?, apduCount: Int) {
+    public init(
+        uid: [UInt8]?, kind: TagKind, ndef: [UInt8]?, records: [NDEFRecord], uris: [String],
+        noURLReason: String?, apduCount: Int
+    ) {
         self.uid = uid
         self.kind = kind
         self.ndef = ndef

@@ -25,15 +25,19 @@ public struct TagReadOptions: Sendable, Equatable {
 /// another unsupported card); a `TagReadError` for reads that failed (see its documentation).
 public enum TagReader {
     /// Reads the tag whose ATR is `atr`, choosing the method with `TagKind.from(atr:)`.
-    public static func read(atr: [UInt8], transport: inout some CardTransport,
-                            options: TagReadOptions = TagReadOptions()) throws(TagReadError) -> TagReadResult {
+    public static func read(
+        atr: [UInt8], transport: inout some CardTransport,
+        options: TagReadOptions = TagReadOptions()
+    ) throws(TagReadError) -> TagReadResult {
         try read(kind: TagKind.from(atr: atr), transport: &transport, options: options)
     }
 
     /// Reads a tag of a known kind. The transport is handed back (with whatever state it recorded)
     /// whether the read succeeds or throws.
-    public static func read(kind: TagKind, transport: inout some CardTransport,
-                            options: TagReadOptions = TagReadOptions()) throws(TagReadError) -> TagReadResult {
+    public static func read(
+        kind: TagKind, transport: inout some CardTransport,
+        options: TagReadOptions = TagReadOptions()
+    ) throws(TagReadError) -> TagReadResult {
         var session = CardSession(transport: transport, limit: options.maxAPDUs)
         defer { transport = session.transport }
 
@@ -57,15 +61,19 @@ public enum TagReader {
     }
 
     /// Turns the raw lookup into a result: parses the message and finds its URIs.
-    static func result(uid: [UInt8]?, kind: TagKind, lookup: NDEFLookup,
-                       apduCount: Int) throws(TagReadError) -> TagReadResult {
+    static func result(
+        uid: [UInt8]?, kind: TagKind, lookup: NDEFLookup,
+        apduCount: Int
+    ) throws(TagReadError) -> TagReadResult {
         switch lookup {
         case .none(let reason):
-            return TagReadResult(uid: uid, kind: kind, ndef: nil, records: [], uris: [], noURLReason: reason,
-                                 apduCount: apduCount)
+            return TagReadResult(
+                uid: uid, kind: kind, ndef: nil, records: [], uris: [], noURLReason: reason,
+                apduCount: apduCount)
         case .message(let bytes) where bytes.isEmpty:
-            return TagReadResult(uid: uid, kind: kind, ndef: [], records: [], uris: [],
-                                 noURLReason: "empty NDEF message", apduCount: apduCount)
+            return TagReadResult(
+                uid: uid, kind: kind, ndef: [], records: [], uris: [],
+                noURLReason: "empty NDEF message", apduCount: apduCount)
         case .message(let bytes):
             let records: [NDEFRecord]
             do throws(NDEFError) {
@@ -75,8 +83,9 @@ public enum TagReader {
             }
             let uris = NDEFURI.uris(in: records)
             let reason = uris.isEmpty ? noURIReason(records) : nil
-            return TagReadResult(uid: uid, kind: kind, ndef: bytes, records: records, uris: uris,
-                                 noURLReason: reason, apduCount: apduCount)
+            return TagReadResult(
+                uid: uid, kind: kind, ndef: bytes, records: records, uris: uris,
+                noURLReason: reason, apduCount: apduCount)
         }
     }
 
@@ -86,7 +95,8 @@ public enum TagReader {
             let typeBytes = record.type.prefix(32)
             // Printable ASCII only, so a hostile type cannot break the one-line log format.
             let printable = typeBytes.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
-            let type = printable
+            let type =
+                printable
                 ? String(decoding: typeBytes, as: UTF8.self)
                 : "0x" + NFCHex.bytes(typeBytes, separator: "")
             return "TNF \(record.tnf) type \(type.isEmpty ? "(none)" : type)"

@@ -64,8 +64,10 @@ struct Type2TagReader<Transport: CardTransport> {
                 offset += 1
                 continue
             case 0xFE:
-                return .none(reason: offset == 0 ? "no NDEF message: terminator TLV at the start of the data area"
-                                                 : "no NDEF message before the terminator TLV")
+                return .none(
+                    reason: offset == 0
+                        ? "no NDEF message: terminator TLV at the start of the data area"
+                        : "no NDEF message before the terminator TLV")
             default:
                 break
             }
@@ -115,8 +117,10 @@ struct Type2TagReader<Transport: CardTransport> {
             let skip = bufferEnd - pageOffset
             let page = 4 + pageOffset / 4
             let length = min(Self.maxReadLength, areaSize - pageOffset)
-            let apdu: [UInt8] = [0xFF, 0xB0, UInt8(truncatingIfNeeded: page >> 8), UInt8(truncatingIfNeeded: page),
-                                 UInt8(truncatingIfNeeded: length)]
+            let apdu: [UInt8] = [
+                0xFF, 0xB0, UInt8(truncatingIfNeeded: page >> 8), UInt8(truncatingIfNeeded: page),
+                UInt8(truncatingIfNeeded: length),
+            ]
             func command() -> String { "READ BINARY page \(page), \(length) bytes (\(NFCHex.bytes(apdu)))" }
             let response = try session.exchange(apdu, command())
             guard response.isSuccess else { throw .statusWord(response.statusWord, during: command()) }

@@ -57,8 +57,10 @@ public struct Type4CapabilityContainer: Sendable, Equatable {
         guard bytes[13] == 0x00 else {
             return bad("NDEF file read access 0x\(NFCHex.byte(bytes[13])) (not granted)")
         }
-        return .success(Type4CapabilityContainer(version: version, maxReadLength: mle, maxWriteLength: mlc,
-                                                 fileID: fileID, maxFileSize: maxSize, readAccess: bytes[13],
-                                                 writeAccess: bytes[14]))
+        return .success(
+            Type4CapabilityContainer(
+                version: version, maxReadLength: mle, maxWriteLength: mlc,
+                fileID: fileID, maxFileSize: maxSize, readAccess: bytes[13],
+                writeAccess: bytes[14]))
     }
 }

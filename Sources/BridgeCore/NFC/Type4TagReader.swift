@@ -52,16 +52,20 @@ struct Type4TagReader<Transport: CardTransport> {
 
     /// Reads exactly `count` bytes from `offset` of the selected file, `chunk` bytes at most per APDU.
     /// Callers keep `offset + count <= 0x8000`.
-    private mutating func readBinary(offset start: Int, count: Int, chunk: Int,
-                                     name: String) throws(TagReadError) -> [UInt8] {
+    private mutating func readBinary(
+        offset start: Int, count: Int, chunk: Int,
+        name: String
+    ) throws(TagReadError) -> [UInt8] {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(count)
         var offset = start
         let end = start + count
         while offset < end {
             let length = min(chunk, end - offset)
-            let apdu: [UInt8] = [0x00, 0xB0, UInt8(truncatingIfNeeded: offset >> 8),
-                                 UInt8(truncatingIfNeeded: offset), UInt8(truncatingIfNeeded: length)]
+            let apdu: [UInt8] = [
+                0x00, 0xB0, UInt8(truncatingIfNeeded: offset >> 8),
+                UInt8(truncatingIfNeeded: offset), UInt8(truncatingIfNeeded: length),
+            ]
             func command() -> String { "\(name) offset \(offset), \(length) bytes (\(NFCHex.bytes(apdu)))" }
             let response = try session.exchange(apdu, command())
             guard response.isSuccess else { throw .statusWord(response.statusWord, during: command()) }

@@ -22,8 +22,9 @@ struct HIDTestRandom {
 /// Byte parsing, round trips of every layout, evemu text, robustness.
 struct HIDStreamTests {
     @Test func eventEncodingRoundTrip() {
-        let event = InputEvent(seconds: 1_700_000_000, microseconds: 123_456, type: Evdev.EV_MSC, code: Evdev.MSC_SCAN,
-                               value: -458_756)
+        let event = InputEvent(
+            seconds: 1_700_000_000, microseconds: 123_456, type: Evdev.EV_MSC, code: Evdev.MSC_SCAN,
+            value: -458_756)
         let bytes = event.encoded
         #expect(bytes.count == InputEvent.size)
         #expect(bytes[16] == 0x04 && bytes[17] == 0x00 && bytes[18] == 0x04)
@@ -76,8 +77,9 @@ struct HIDStreamTests {
                     // One character per line, then everything in one line.
                     for character in everything {
                         let text = String(character)
-                        let events = EventScript.typing(
-                            text, layout: layout, modifierStyle: style, altGrStyle: altGr) ?? []
+                        let events =
+                            EventScript.typing(
+                                text, layout: layout, modifierStyle: style, altGrStyle: altGr) ?? []
                         var decoder = KeystrokeDecoder(layout: layout)
                         #expect(decoder.decode(events) == [.line(text)], "\(layout.name) \(text)")
                     }
@@ -96,12 +98,13 @@ struct HIDStreamTests {
             InputEvent(seconds: 12, microseconds: 345_678, type: Evdev.EV_KEY, code: Evdev.KEY_A, value: 1),
             InputEvent(seconds: 12, microseconds: 345_678, type: Evdev.EV_SYN, code: Evdev.SYN_DROPPED, value: -1),
         ]
-        #expect(EventScript.evemuText(events) == """
-            E: 0.000001 0004 0004 458756
-            E: 12.345678 0001 001e 1
-            E: 12.345678 0000 0003 -1
+        #expect(
+            EventScript.evemuText(events) == """
+                E: 0.000001 0004 0004 458756
+                E: 12.345678 0001 001e 1
+                E: 12.345678 0000 0003 -1
 
-            """)
+                """)
         let typed = EventScript.typing("A", layout: .us) ?? []
         #expect(typed.first == InputEvent(seconds: 1, type: Evdev.EV_MSC, code: Evdev.MSC_SCAN, value: 0x700E1))
         #expect(typed.filter { $0.type == Evdev.EV_SYN }.count == 4)

@@ -45,14 +45,15 @@ struct KeystrokeDecoderTests {
     }
 
     @Test func shiftAfterKeyInSameReportStillShifts() {
-        let events = [
-            InputEvent(type: Evdev.EV_KEY, code: Evdev.KEY_A, value: 1),
-            InputEvent(type: Evdev.EV_KEY, code: Evdev.KEY_LEFTSHIFT, value: 1),
-            InputEvent(type: Evdev.EV_SYN, code: Evdev.SYN_REPORT, value: 0),
-            InputEvent(type: Evdev.EV_KEY, code: Evdev.KEY_A, value: 0),
-            InputEvent(type: Evdev.EV_KEY, code: Evdev.KEY_LEFTSHIFT, value: 0),
-            InputEvent(type: Evdev.EV_SYN, code: Evdev.SYN_REPORT, value: 0),
-        ] + tap(Evdev.KEY_B, at: 0) + tap(Evdev.KEY_ENTER, at: 0)
+        let events =
+            [
+                InputEvent(type: Evdev.EV_KEY, code: Evdev.KEY_A, value: 1),
+                InputEvent(type: Evdev.EV_KEY, code: Evdev.KEY_LEFTSHIFT, value: 1),
+                InputEvent(type: Evdev.EV_SYN, code: Evdev.SYN_REPORT, value: 0),
+                InputEvent(type: Evdev.EV_KEY, code: Evdev.KEY_A, value: 0),
+                InputEvent(type: Evdev.EV_KEY, code: Evdev.KEY_LEFTSHIFT, value: 0),
+                InputEvent(type: Evdev.EV_SYN, code: Evdev.SYN_REPORT, value: 0),
+            ] + tap(Evdev.KEY_B, at: 0) + tap(Evdev.KEY_ENTER, at: 0)
         #expect(decode(events) == [.line("Ab")])
     }
 
@@ -145,17 +146,22 @@ struct KeystrokeDecoderTests {
     @Test func capsLock() {
         var events = tap(Evdev.KEY_CAPSLOCK, at: 1_000_000)
         events += EventScript.events(
-            for: [Keystroke(code: Evdev.KEY_A), Keystroke(code: Evdev.KEY_B, shift: true), Keystroke(code: Evdev.KEY_1),
-                  Keystroke(code: Evdev.KEY_ENTER)],
+            for: [
+                Keystroke(code: Evdev.KEY_A), Keystroke(code: Evdev.KEY_B, shift: true), Keystroke(code: Evdev.KEY_1),
+                Keystroke(code: Evdev.KEY_ENTER),
+            ],
             timing: EventScript.Timing(start: 1_010_000))
         #expect(decode(events) == [.line("Ab1")])
         #expect(decode(events, layout: .fr) == [.line("Qb1")])  // fr: CapsLock types digits
         #expect(decode(events, layout: .de) == [.line("Ab1")])
         // Swedish letters follow CapsLock; AltGr levels do not.
-        let se = tap(Evdev.KEY_CAPSLOCK, at: 1_000_000)
+        let se =
+            tap(Evdev.KEY_CAPSLOCK, at: 1_000_000)
             + EventScript.events(
-                for: [Keystroke(code: Evdev.KEY_LEFTBRACE), Keystroke(code: Evdev.KEY_E, altGr: true),
-                      Keystroke(code: Evdev.KEY_ENTER)],
+                for: [
+                    Keystroke(code: Evdev.KEY_LEFTBRACE), Keystroke(code: Evdev.KEY_E, altGr: true),
+                    Keystroke(code: Evdev.KEY_ENTER),
+                ],
                 timing: EventScript.Timing(start: 1_010_000))
         #expect(decode(se, layout: .se) == [.line("Å€")])
     }
@@ -197,16 +203,19 @@ struct KeystrokeDecoderTests {
         ]
         var events = EventScript.events(for: strokes)
         // Ctrl+C, LeftAlt+D and Meta+E type nothing.
-        for (modifier, key) in [(Evdev.KEY_LEFTCTRL, Evdev.KEY_C), (Evdev.KEY_LEFTALT, Evdev.KEY_D),
-                                (Evdev.KEY_LEFTMETA, Evdev.KEY_E)] {
-            events.insert(contentsOf: [
-                InputEvent(seconds: 1, type: Evdev.EV_KEY, code: modifier, value: 1),
-                InputEvent(seconds: 1, type: Evdev.EV_KEY, code: key, value: 1),
-                InputEvent(seconds: 1, type: Evdev.EV_SYN, code: Evdev.SYN_REPORT, value: 0),
-                InputEvent(seconds: 1, type: Evdev.EV_KEY, code: key, value: 0),
-                InputEvent(seconds: 1, type: Evdev.EV_KEY, code: modifier, value: 0),
-                InputEvent(seconds: 1, type: Evdev.EV_SYN, code: Evdev.SYN_REPORT, value: 0),
-            ], at: 0)
+        for (modifier, key) in [
+            (Evdev.KEY_LEFTCTRL, Evdev.KEY_C), (Evdev.KEY_LEFTALT, Evdev.KEY_D),
+            (Evdev.KEY_LEFTMETA, Evdev.KEY_E),
+        ] {
+            events.insert(
+                contentsOf: [
+                    InputEvent(seconds: 1, type: Evdev.EV_KEY, code: modifier, value: 1),
+                    InputEvent(seconds: 1, type: Evdev.EV_KEY, code: key, value: 1),
+                    InputEvent(seconds: 1, type: Evdev.EV_SYN, code: Evdev.SYN_REPORT, value: 0),
+                    InputEvent(seconds: 1, type: Evdev.EV_KEY, code: key, value: 0),
+                    InputEvent(seconds: 1, type: Evdev.EV_KEY, code: modifier, value: 0),
+                    InputEvent(seconds: 1, type: Evdev.EV_SYN, code: Evdev.SYN_REPORT, value: 0),
+                ], at: 0)
         }
         #expect(decode(events) == [.line("ab")])
     }
@@ -233,8 +242,9 @@ struct KeystrokeDecoderTests {
         #expect(line([circumflex, circumflex], .de) == [.line("^^")])
         #expect(line([circumflex, one], .de) == [.line("^1")])
         #expect(line([a, circumflex], .de) == [.line("a^")])
-        #expect(line([Keystroke(code: Evdev.KEY_RIGHTBRACE), Keystroke(code: Evdev.KEY_O, shift: true)], .se)
-            == [.line("Ö")])
+        #expect(
+            line([Keystroke(code: Evdev.KEY_RIGHTBRACE), Keystroke(code: Evdev.KEY_O, shift: true)], .se)
+                == [.line("Ö")])
         #expect(KeyboardLayout.de.isDeadKey(Evdev.KEY_GRAVE, shift: false, altGr: false))
         #expect(KeyboardLayout.de.keystrokes(for: "^") == nil)
         #expect(KeyboardLayout.de.keystrokeSequence(for: "^")?.count == 2)

@@ -7,20 +7,27 @@ struct FixPolicyTests {
     let now = 1_790_000_000.0  // 2026-09-21
     let policy = FixPolicy(maxFixAge: 10, minMode: 2)
 
-    func tpv(mode: Int? = 3, lat: Double? = 59.3, lon: Double? = 18.1, eph: Double? = 5, time: Double?,
-             replayed: Bool = false) -> GPSReport {
+    func tpv(
+        mode: Int? = 3, lat: Double? = 59.3, lon: Double? = 18.1, eph: Double? = 5, time: Double?,
+        replayed: Bool = false
+    ) -> GPSReport {
         GPSReport(kind: .tpv, mode: mode, latitude: lat, longitude: lon, eph: eph, time: time, replayed: replayed)
     }
 
     func fix(gpsTime: Double, receivedAt: Double = 100, replayed: Bool = false) -> GPSFix {
-        GPSFix(latitude: 1, longitude: 2, accuracy: 3, mode: 3, gpsTime: gpsTime, receivedAt: receivedAt,
-               replayed: replayed)
+        GPSFix(
+            latitude: 1, longitude: 2, accuracy: 3, mode: 3, gpsTime: gpsTime, receivedAt: receivedAt,
+            replayed: replayed)
     }
 
     @Test func aGoodTPVBecomesAFixStampedWithTheReceiveTime() {
         let update = policy.update(for: tpv(time: now), receivedAt: 42)
-        #expect(update == .fix(GPSFix(latitude: 59.3, longitude: 18.1, accuracy: 5, mode: 3, gpsTime: now,
-                                      receivedAt: 42)))
+        #expect(
+            update
+                == .fix(
+                    GPSFix(
+                        latitude: 59.3, longitude: 18.1, accuracy: 5, mode: 3, gpsTime: now,
+                        receivedAt: 42)))
     }
 
     @Test func tpvsWithoutTimeOrPositionAreIgnored() {
@@ -89,8 +96,9 @@ struct ClockCheckTests {
     let now = 1_790_000_000.0
 
     func live(gpsTime: Double, receivedAt: Double = 50, replayed: Bool = false) -> GPSFix {
-        GPSFix(latitude: 0, longitude: 0, accuracy: nil, mode: 3, gpsTime: gpsTime, receivedAt: receivedAt,
-               replayed: replayed)
+        GPSFix(
+            latitude: 0, longitude: 0, accuracy: nil, mode: 3, gpsTime: gpsTime, receivedAt: receivedAt,
+            replayed: replayed)
     }
 
     @Test func aClockBefore2024IsUnsynchronised() {
@@ -107,8 +115,9 @@ struct ClockCheckTests {
         // Measured against the fix extrapolated to now: a 3 s old TPV is not skew.
         #expect(!ClockCheck.isUnsynchronised(systemNow: now, recentFix: live(gpsTime: now - 3), monotonicNow: 53))
         // gpsd's replayed cache says nothing about the clock.
-        #expect(!ClockCheck.isUnsynchronised(
-            systemNow: now, recentFix: live(gpsTime: now - 60, replayed: true), monotonicNow: 50))
+        #expect(
+            !ClockCheck.isUnsynchronised(
+                systemNow: now, recentFix: live(gpsTime: now - 60, replayed: true), monotonicNow: 50))
     }
 
     @Test func offsetIsSystemMinusGPS() {
@@ -118,10 +127,12 @@ struct ClockCheckTests {
 
     @Test func readTimeFollowsGPSOnlyWhenAskedAndUnsynchronised() {
         let skewed = live(gpsTime: now + 30, receivedAt: 50)
-        #expect(ClockCheck.readTime(systemNow: now + 1, recentFix: skewed, monotonicNow: 51, timeFromGPS: true)
-            == now + 31)
-        #expect(ClockCheck.readTime(systemNow: now + 1, recentFix: skewed, monotonicNow: 51, timeFromGPS: false)
-            == now + 1)
+        #expect(
+            ClockCheck.readTime(systemNow: now + 1, recentFix: skewed, monotonicNow: 51, timeFromGPS: true)
+                == now + 31)
+        #expect(
+            ClockCheck.readTime(systemNow: now + 1, recentFix: skewed, monotonicNow: 51, timeFromGPS: false)
+                == now + 1)
         let good = live(gpsTime: now + 1, receivedAt: 50)
         #expect(
             ClockCheck.readTime(systemNow: now + 1, recentFix: good, monotonicNow: 50, timeFromGPS: true) == now + 1)
@@ -133,17 +144,23 @@ struct GPSReportTests {
     typealias F = GPSReport.Flag
     let all = F.mode | F.latLon | F.time | F.eph | F.epx | F.epy | F.satellites
 
-    func validate(kind: Int32 = GPSReport.RawKind.tpv, flags: UInt32? = nil, mode: Int32 = 3, lat: Double = 59,
-                  lon: Double = 18, eph: Double = 5, epx: Double = 11, epy: Double = 10,
-                  time: Double = 1_790_000_000, used: Int32 = 7, visible: Int32 = 8) -> GPSReport {
-        GPSReport.validate(kind: kind, flags: flags ?? all, mode: mode, latitude: lat, longitude: lon, eph: eph,
-                           epx: epx, epy: epy, time: time, satellitesUsed: used, satellitesVisible: visible)
+    func validate(
+        kind: Int32 = GPSReport.RawKind.tpv, flags: UInt32? = nil, mode: Int32 = 3, lat: Double = 59,
+        lon: Double = 18, eph: Double = 5, epx: Double = 11, epy: Double = 10,
+        time: Double = 1_790_000_000, used: Int32 = 7, visible: Int32 = 8
+    ) -> GPSReport {
+        GPSReport.validate(
+            kind: kind, flags: flags ?? all, mode: mode, latitude: lat, longitude: lon, eph: eph,
+            epx: epx, epy: epy, time: time, satellitesUsed: used, satellitesVisible: visible)
     }
 
     @Test func goodValuesPassThrough() {
         let r = validate()
-        #expect(r == GPSReport(kind: .tpv, mode: 3, latitude: 59, longitude: 18, eph: 5, epx: 11, epy: 10,
-                               time: 1_790_000_000, satellitesUsed: 7, satellitesVisible: 8))
+        #expect(
+            r
+                == GPSReport(
+                    kind: .tpv, mode: 3, latitude: 59, longitude: 18, eph: 5, epx: 11, epy: 10,
+                    time: 1_790_000_000, satellitesUsed: 7, satellitesVisible: 8))
         #expect(validate(flags: all | F.fromPoll).replayed)
     }
 

@@ -57,7 +57,8 @@ struct NFCNDEFParserTests {
         #expect(error == .recordOverrunsMessage(record: 0, by: 14))
         #expect(error?.description == "NDEF record 0 overruns the message by 14 bytes")
         // A 4-byte payload length near 4 GiB must not trap.
-        #expect(nfcParseError([0xC1, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0x55])
+        #expect(
+            nfcParseError([0xC1, 0x01, 0xFF, 0xFF, 0xFF, 0xFF, 0x55])
                 == .recordOverrunsMessage(record: 0, by: 0xFFFF_FFFF))
     }
 
@@ -69,11 +70,14 @@ struct NFCNDEFParserTests {
         #expect(nfcParseError([0xD9, 0x01, 0x01]) == .truncatedHeader(record: 0, offset: 0))
         #expect(nfcParseError([0x51, 0x01, 0x01, 0x55, 0x00]) == .missingMessageBegin)
         #expect(nfcParseError([0x91, 0x01, 0x01, 0x55, 0x00]) == .missingMessageEnd(records: 1))
-        #expect(nfcParseError([0x91, 0x01, 0x01, 0x55, 0x00, 0xD1, 0x01, 0x01, 0x55, 0x00])
+        #expect(
+            nfcParseError([0x91, 0x01, 0x01, 0x55, 0x00, 0xD1, 0x01, 0x01, 0x55, 0x00])
                 == .unexpectedMessageBegin(record: 1))
         #expect(nfcParseError([0x91, 0x01, 0x01, 0x55, 0x00, 0x11]) == .truncatedHeader(record: 1, offset: 5))
-        for error in [NDEFError.emptyMessage, .missingMessageBegin, .chunkedRecord(record: 2),
-                      .missingMessageEnd(records: 1), .tooManyRecords(limit: 256), .nestingTooDeep(limit: 4)] {
+        for error in [
+            NDEFError.emptyMessage, .missingMessageBegin, .chunkedRecord(record: 2),
+            .missingMessageEnd(records: 1), .tooManyRecords(limit: 256), .nestingTooDeep(limit: 4),
+        ] {
             #expect(!error.description.isEmpty && !error.description.contains("\n"))
         }
     }
@@ -86,8 +90,10 @@ struct NFCNDEFParserTests {
 
     @Test("record count is capped")
     func tooMany() {
-        let message = NDEFMessage.encode([NDEFRecord](repeating: NDEFRecord(tnf: 0, type: [], payload: []),
-                                                      count: NDEFParser.maxRecords + 1))
+        let message = NDEFMessage.encode(
+            [NDEFRecord](
+                repeating: NDEFRecord(tnf: 0, type: [], payload: []),
+                count: NDEFParser.maxRecords + 1))
         #expect(nfcParseError(message) == .tooManyRecords(limit: NDEFParser.maxRecords))
         let fine = NDEFMessage.encode([NDEFRecord](repeating: .uri("a:b"), count: NDEFParser.maxRecords))
         #expect(nfcParseError(fine) == nil)

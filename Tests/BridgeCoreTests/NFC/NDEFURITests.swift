@@ -65,8 +65,11 @@ struct NFCNDEFURITests {
             .absoluteURI("https://c.example/3"), .uri("https://d.example/4"),
         ]
         let parsed = try NDEFParser.parseMessage(NDEFMessage.encode(records))
-        #expect(NDEFURI.uris(in: parsed) == ["https://a.example/1", "https://b.example/2", "https://c.example/3",
-                                             "https://d.example/4"])
+        #expect(
+            NDEFURI.uris(in: parsed) == [
+                "https://a.example/1", "https://b.example/2", "https://c.example/3",
+                "https://d.example/4",
+            ])
     }
 
     @Test("nesting is followed to the depth limit only")

@@ -24,8 +24,10 @@ struct NFCRobustnessTests {
     @Test("mutated valid messages")
     func mutated() {
         var rng = NFCTestRNG(seed: 0x5EED_0002)
-        let base = NDEFMessage.encode([.uri(nfcPlingsURL), .smartPoster(uri: "https://b.example", title: "B"),
-                                       .text("hello")])
+        let base = NDEFMessage.encode([
+            .uri(nfcPlingsURL), .smartPoster(uri: "https://b.example", title: "B"),
+            .text("hello"),
+        ])
         for _ in 0..<5_000 {
             var bytes = base
             for _ in 0..<(1 + Int(rng.next() % 3)) {
@@ -49,8 +51,9 @@ struct NFCRobustnessTests {
                 var tnf = UInt8(rng.next() % 8)
                 if tnf == 6 { tnf = 5 }
                 let payloadLength = rng.next() % 8 == 0 ? 256 + Int(rng.next() % 300) : Int(rng.next() % 40)
-                return NDEFRecord(tnf: tnf, type: rng.bytes(Int(rng.next() % 6)), id: rng.bytes(Int(rng.next() % 3)),
-                                  payload: rng.bytes(payloadLength))
+                return NDEFRecord(
+                    tnf: tnf, type: rng.bytes(Int(rng.next() % 6)), id: rng.bytes(Int(rng.next() % 3)),
+                    payload: rng.bytes(payloadLength))
             }
             #expect(try NDEFParser.parseMessage(NDEFMessage.encode(records)) == records)
         }
@@ -105,8 +108,9 @@ struct NFCRobustnessTests {
     func randomType4() {
         var rng = NFCTestRNG(seed: 0x5EED_0006)
         for _ in 0..<1_500 {
-            var cc = FakeType4Tag.capabilityContainer(mle: 1 + Int(rng.next() % 300),
-                                                       maxSize: Int(rng.next() % 600))
+            var cc = FakeType4Tag.capabilityContainer(
+                mle: 1 + Int(rng.next() % 300),
+                maxSize: Int(rng.next() % 600))
             if rng.next() % 3 == 0 { cc[Int(rng.next() % 15)] = UInt8(truncatingIfNeeded: rng.next()) }
             let fileLength = Int(rng.next() % 400)
             var file = rng.bytes(fileLength)

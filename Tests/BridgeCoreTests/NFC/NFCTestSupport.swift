@@ -158,22 +158,29 @@ struct FakeType4Tag: CardTransport {
     }
 
     /// A 15-byte CC (mapping 2.0 by default).
-    static func capabilityContainer(version: UInt8 = 0x20, mle: Int = 0x3B, mlc: Int = 0x34,
-                                    fileID: UInt16 = 0xE104, maxSize: Int = 0x0800, readAccess: UInt8 = 0x00,
-                                    tlvTag: UInt8 = 0x04) -> [UInt8] {
-        [0x00, 0x0F, version, UInt8(mle >> 8), UInt8(mle & 0xFF), UInt8(mlc >> 8), UInt8(mlc & 0xFF),
-         tlvTag, 0x06, UInt8(fileID >> 8), UInt8(fileID & 0xFF), UInt8(maxSize >> 8), UInt8(maxSize & 0xFF),
-         readAccess, 0x00]
+    static func capabilityContainer(
+        version: UInt8 = 0x20, mle: Int = 0x3B, mlc: Int = 0x34,
+        fileID: UInt16 = 0xE104, maxSize: Int = 0x0800, readAccess: UInt8 = 0x00,
+        tlvTag: UInt8 = 0x04
+    ) -> [UInt8] {
+        [
+            0x00, 0x0F, version, UInt8(mle >> 8), UInt8(mle & 0xFF), UInt8(mlc >> 8), UInt8(mlc & 0xFF),
+            tlvTag, 0x06, UInt8(fileID >> 8), UInt8(fileID & 0xFF), UInt8(maxSize >> 8), UInt8(maxSize & 0xFF),
+            readAccess, 0x00,
+        ]
     }
 
     /// A tag holding `message` (NLEN = its length unless `nlen` is given) in NDEF file E104.
-    static func tag(message: [UInt8], nlen: Int? = nil, mle: Int = 0x3B, maxSize: Int = 0x0800,
-                    strict: Bool = true) -> FakeType4Tag {
+    static func tag(
+        message: [UInt8], nlen: Int? = nil, mle: Int = 0x3B, maxSize: Int = 0x0800,
+        strict: Bool = true
+    ) -> FakeType4Tag {
         let length = nlen ?? message.count
         var file = [UInt8(length >> 8), UInt8(length & 0xFF)] + message
         if file.count < maxSize { file += [UInt8](repeating: 0, count: maxSize - file.count) }
-        return FakeType4Tag(files: [0xE103: capabilityContainer(mle: mle, maxSize: maxSize), 0xE104: file],
-                            strictMLe: strict ? mle : nil)
+        return FakeType4Tag(
+            files: [0xE103: capabilityContainer(mle: mle, maxSize: maxSize), 0xE104: file],
+            strictMLe: strict ? mle : nil)
     }
 }
 
@@ -217,7 +224,8 @@ struct NFCTestRNG: RandomNumberGenerator {
 
 /// Wraps an NDEF message in a Type 2 NDEF TLV (1- or 3-byte length) followed by the terminator TLV.
 func nfcNDEFTLV(_ message: [UInt8]) -> [UInt8] {
-    let length: [UInt8] = message.count < 0xFF
+    let length: [UInt8] =
+        message.count < 0xFF
         ? [UInt8(message.count)]
         : [0xFF, UInt8(message.count >> 8), UInt8(message.count & 0xFF)]
     return [0x03] + length + message + [0xFE]
@@ -234,8 +242,10 @@ func nfcReadError(_ body: () throws(TagReadError) -> TagReadResult) -> TagReadEr
 }
 
 /// Reads the tag behind `transport` and returns the error, or nil when the read succeeded.
-func nfcReadError(atr: [UInt8], _ transport: inout some CardTransport,
-                  options: TagReadOptions = TagReadOptions()) -> TagReadError? {
+func nfcReadError(
+    atr: [UInt8], _ transport: inout some CardTransport,
+    options: TagReadOptions = TagReadOptions()
+) -> TagReadError? {
     do throws(TagReadError) {
         _ = try TagReader.read(atr: atr, transport: &transport, options: options)
         return nil
@@ -258,5 +268,7 @@ func nfcParseError(_ bytes: [UInt8]) -> NDEFError? {
 let nfcPlingsURL = "https://s.plings.io/?t=n&i=4kyQCd5tMDjJVWJKRzVT&p=4.2.3.3.6"
 
 /// The ATR an ACR122U gives an NTAG21x / MIFARE Ultralight.
-let nfcUltralightATR: [UInt8] = [0x3B, 0x8F, 0x80, 0x01, 0x80, 0x4F, 0x0C, 0xA0, 0x00, 0x00, 0x03, 0x06,
-                                 0x03, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x68]
+let nfcUltralightATR: [UInt8] = [
+    0x3B, 0x8F, 0x80, 0x01, 0x80, 0x4F, 0x0C, 0xA0, 0x00, 0x00, 0x03, 0x06,
+    0x03, 0x00, 0x03, 0x00, 0x00, 0x00, 0x00, 0x68,
+]

@@ -5,8 +5,10 @@ import Testing
 struct NFCTagKindTests {
     /// A PC/SC part 3 storage-card ATR with standard byte `ss` and card name `name`.
     func storageATR(_ ss: UInt8, _ name: UInt16) -> [UInt8] {
-        var atr: [UInt8] = [0x3B, 0x8F, 0x80, 0x01, 0x80, 0x4F, 0x0C, 0xA0, 0x00, 0x00, 0x03, 0x06,
-                            ss, UInt8(name >> 8), UInt8(name & 0xFF), 0x00, 0x00, 0x00, 0x00]
+        var atr: [UInt8] = [
+            0x3B, 0x8F, 0x80, 0x01, 0x80, 0x4F, 0x0C, 0xA0, 0x00, 0x00, 0x03, 0x06,
+            ss, UInt8(name >> 8), UInt8(name & 0xFF), 0x00, 0x00, 0x00, 0x00,
+        ]
         atr.append(atr.dropFirst().reduce(0, ^))
         return atr
     }

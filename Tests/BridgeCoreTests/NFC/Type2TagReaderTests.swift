@@ -18,13 +18,14 @@ struct NFCType2TagReaderTests {
         #expect(result.uidHex == "04A1B2C3D4E580")
         #expect(result.kind == .type2(name: "NTAG/Ultralight"))
         #expect(result.apduCount == 5)
-        #expect(tag.log == [
-            [0xFF, 0xCA, 0x00, 0x00, 0x00],
-            [0xFF, 0xB0, 0x00, 0x03, 0x10],
-            [0xFF, 0xB0, 0x00, 0x07, 0x10],
-            [0xFF, 0xB0, 0x00, 0x0B, 0x10],
-            [0xFF, 0xB0, 0x00, 0x0F, 0x10],
-        ])
+        #expect(
+            tag.log == [
+                [0xFF, 0xCA, 0x00, 0x00, 0x00],
+                [0xFF, 0xB0, 0x00, 0x03, 0x10],
+                [0xFF, 0xB0, 0x00, 0x07, 0x10],
+                [0xFF, 0xB0, 0x00, 0x0B, 0x10],
+                [0xFF, 0xB0, 0x00, 0x0F, 0x10],
+            ])
     }
 
     @Test("a reader that returns 4 bytes per read still gets the URL")
@@ -54,8 +55,11 @@ struct NFCType2TagReaderTests {
 
     @Test("Lock Control, Memory Control, NULL and proprietary TLVs are skipped")
     func controlTLVs() throws {
-        let data: [UInt8] = [0x01, 0x03, 0xA0, 0x0C, 0x34, 0x02, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00,
-                             0xFD, 0x02, 0x12, 0x34] + nfcNDEFTLV(plingsMessage)
+        let data: [UInt8] =
+            [
+                0x01, 0x03, 0xA0, 0x0C, 0x34, 0x02, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00,
+                0xFD, 0x02, 0x12, 0x34,
+            ] + nfcNDEFTLV(plingsMessage)
         var tag = FakeType2Tag.ntag213(data: data)
         let result = try TagReader.read(atr: nfcUltralightATR, transport: &tag)
         #expect(result.uri == nfcPlingsURL)
@@ -76,29 +80,33 @@ struct NFCType2TagReaderTests {
 
     @Test("a long skipped TLV is jumped over without reading it; pages above 255 use P1")
     func skipWithoutReading() throws {
-        let data: [UInt8] = [0xFD, 0xFF, 0x04, 0x00] + [UInt8](repeating: 0x77, count: 1024) + nfcNDEFTLV(plingsMessage)
+        let data: [UInt8] =
+            [0xFD, 0xFF, 0x04, 0x00] + [UInt8](repeating: 0x77, count: 1024) + nfcNDEFTLV(plingsMessage)
         var tag = FakeType2Tag.image(cc: [0xE1, 0x10, 0xFF, 0x00], data: data, pages: 4 + 510 + 2)
         let result = try TagReader.read(atr: nfcUltralightATR, transport: &tag)
         #expect(result.uri == nfcPlingsURL)
         // NDEF TLV at data offset 1028 = page 261 = 0x0105.
-        #expect(tag.log == [
-            [0xFF, 0xCA, 0x00, 0x00, 0x00],
-            [0xFF, 0xB0, 0x00, 0x03, 0x10],
-            [0xFF, 0xB0, 0x01, 0x05, 0x10],
-            [0xFF, 0xB0, 0x01, 0x09, 0x10],
-            [0xFF, 0xB0, 0x01, 0x0D, 0x10],
-            [0xFF, 0xB0, 0x01, 0x11, 0x10],
-        ])
+        #expect(
+            tag.log == [
+                [0xFF, 0xCA, 0x00, 0x00, 0x00],
+                [0xFF, 0xB0, 0x00, 0x03, 0x10],
+                [0xFF, 0xB0, 0x01, 0x05, 0x10],
+                [0xFF, 0xB0, 0x01, 0x09, 0x10],
+                [0xFF, 0xB0, 0x01, 0x0D, 0x10],
+                [0xFF, 0xB0, 0x01, 0x11, 0x10],
+            ])
     }
 
     @Test("truncated TLV headers at the end of the area are errors")
     func truncatedTLV() {
         var tag = FakeType2Tag.ntag213(data: [UInt8](repeating: 0, count: 143) + [0x03])
-        #expect(nfcReadError(atr: nfcUltralightATR, &tag)
+        #expect(
+            nfcReadError(atr: nfcUltralightATR, &tag)
                 == .tlvTruncated(tag: 0x03, offset: 143))
         #expect(tag.readsOutsideDeclaredArea.isEmpty)
         var tag2 = FakeType2Tag.ntag213(data: [UInt8](repeating: 0, count: 142) + [0x03, 0xFF])
-        #expect(nfcReadError(atr: nfcUltralightATR, &tag2)
+        #expect(
+            nfcReadError(atr: nfcUltralightATR, &tag2)
                 == .tlvTruncated(tag: 0x03, offset: 142))
         #expect(tag2.readsOutsideDeclaredArea.isEmpty)
     }
@@ -111,10 +119,12 @@ struct NFCType2TagReaderTests {
         #expect(error?.description == "NDEF TLV at data offset 0 declares 200 bytes but the data area has 142 left")
         #expect(tag.log.count == 2)
         var tag2 = FakeType2Tag.ntag213(data: [0x03, 0xFF, 0x10, 0x00])
-        #expect(nfcReadError(atr: nfcUltralightATR, &tag2)
+        #expect(
+            nfcReadError(atr: nfcUltralightATR, &tag2)
                 == .tlvExceedsArea(tag: 0x03, offset: 0, length: 4096, available: 140))
         var tag3 = FakeType2Tag.ntag213(data: [0x01, 0xF0])
-        #expect(nfcReadError(atr: nfcUltralightATR, &tag3)
+        #expect(
+            nfcReadError(atr: nfcUltralightATR, &tag3)
                 == .tlvExceedsArea(tag: 0x01, offset: 0, length: 240, available: 142))
     }
 
@@ -148,8 +158,10 @@ struct NFCType2TagReaderTests {
         let result = try? TagReader.read(atr: nfcUltralightATR, transport: &wrongMagic)
         #expect(result?.noURLReason == "not NDEF formatted: CC magic 0x12, expected 0xE1")
         #expect(result?.apduCount == 2)
-        for (cc, fragment) in [([0xE1, 0x20, 0x12, 0x00], "version 2.0"), ([0xE1, 0x10, 0x00, 0x00], "size is 0"),
-                               ([0xE1, 0x10, 0x12, 0x80], "read access")] as [([UInt8], String)] {
+        for (cc, fragment) in [
+            ([0xE1, 0x20, 0x12, 0x00], "version 2.0"), ([0xE1, 0x10, 0x00, 0x00], "size is 0"),
+            ([0xE1, 0x10, 0x12, 0x80], "read access"),
+        ] as [([UInt8], String)] {
             var tag = FakeType2Tag.image(cc: cc, data: nfcNDEFTLV(plingsMessage), pages: 45)
             let error = nfcReadError(atr: nfcUltralightATR, &tag)
             guard case .badCapabilityContainer(let reason) = error else {
@@ -162,8 +174,12 @@ struct NFCType2TagReaderTests {
 
     @Test("a tiny declared area keeps only its own bytes from the first read")
     func tinyArea() throws {
-        var tag = FakeType2Tag.image(cc: [0xE1, 0x10, 0x01, 0x00], data: [0x03, 0x03, 0xD0, 0x00, 0x00, 0xFE, 0, 0,
-                                                                          0x03, 0x05], pages: 16)
+        var tag = FakeType2Tag.image(
+            cc: [0xE1, 0x10, 0x01, 0x00],
+            data: [
+                0x03, 0x03, 0xD0, 0x00, 0x00, 0xFE, 0, 0,
+                0x03, 0x05,
+            ], pages: 16)
         let result = try TagReader.read(atr: nfcUltralightATR, transport: &tag)
         #expect(result.ndef == [0xD0, 0x00, 0x00])
         #expect(result.records == [NDEFRecord(tnf: 0, type: [], payload: [])])
@@ -179,7 +195,8 @@ struct NFCType2TagReaderTests {
         #expect(result.noURLReason == "NDEF message has no URI record (1 record: TNF 1 type T)")
 
         var broken = FakeType2Tag.ntag213(data: [0x03, 0x03, 0xD1, 0x01, 0x30, 0xFE])
-        #expect(nfcReadError(atr: nfcUltralightATR, &broken)
+        #expect(
+            nfcReadError(atr: nfcUltralightATR, &broken)
                 == .invalidNDEF(.recordOverrunsMessage(record: 0, by: 49)))
     }
 
@@ -194,9 +211,11 @@ struct NFCType2TagReaderTests {
 
         var failing = FakeType2Tag.ntag213(data: nfcNDEFTLV(plingsMessage))
         failing.faults.failAtAPDU = 1
-        #expect(nfcReadError(atr: nfcUltralightATR, &failing)
-                == .transportFailed(during: "READ BINARY pages 3-6 (FF B0 00 03 10)",
-                                    reason: "SCARD_E_COMM_DATA_LOST (0x8010002F)"))
+        #expect(
+            nfcReadError(atr: nfcUltralightATR, &failing)
+                == .transportFailed(
+                    during: "READ BINARY pages 3-6 (FF B0 00 03 10)",
+                    reason: "SCARD_E_COMM_DATA_LOST (0x8010002F)"))
 
         var garbage = FakeType2Tag.ntag213(data: nfcNDEFTLV(plingsMessage))
         garbage.faults.statusWordAtAPDU[2] = 0x6300
@@ -242,8 +261,10 @@ struct NFCType2TagReaderTests {
     @Test("MIFARE Classic and unsupported cards give their UID and a reason")
     func unsupportedKinds() throws {
         var tag = FakeType2Tag.ntag213(data: [])
-        let classicATR: [UInt8] = [0x3B, 0x8F, 0x80, 0x01, 0x80, 0x4F, 0x0C, 0xA0, 0x00, 0x00, 0x03, 0x06,
-                                   0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x6A]
+        let classicATR: [UInt8] = [
+            0x3B, 0x8F, 0x80, 0x01, 0x80, 0x4F, 0x0C, 0xA0, 0x00, 0x00, 0x03, 0x06,
+            0x03, 0x00, 0x01, 0x00, 0x00, 0x00, 0x00, 0x6A,
+        ]
         let result = try TagReader.read(atr: classicATR, transport: &tag)
         #expect(result.kind == .mifareClassic(name: "MIFARE Classic 1K"))
         #expect(result.uid != nil && result.ndef == nil && result.apduCount == 1)

@@ -15,18 +15,19 @@ struct NFCType4TagReaderTests {
         #expect(result.ndef == plingsMessage)
         #expect(result.uid == [0x08, 0x12, 0x34, 0x56])
         #expect(result.apduCount == 10)
-        #expect(tag.log == [
-            [0xFF, 0xCA, 0x00, 0x00, 0x00],
-            [0x00, 0xA4, 0x04, 0x00, 0x07, 0xD2, 0x76, 0x00, 0x00, 0x85, 0x01, 0x01, 0x00],
-            [0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x03],
-            [0x00, 0xB0, 0x00, 0x00, 0x0F],
-            [0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x04],
-            [0x00, 0xB0, 0x00, 0x00, 0x02],
-            [0x00, 0xB0, 0x00, 0x02, 0x10],
-            [0x00, 0xB0, 0x00, 0x12, 0x10],
-            [0x00, 0xB0, 0x00, 0x22, 0x10],
-            [0x00, 0xB0, 0x00, 0x32, 0x08],
-        ])
+        #expect(
+            tag.log == [
+                [0xFF, 0xCA, 0x00, 0x00, 0x00],
+                [0x00, 0xA4, 0x04, 0x00, 0x07, 0xD2, 0x76, 0x00, 0x00, 0x85, 0x01, 0x01, 0x00],
+                [0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x03],
+                [0x00, 0xB0, 0x00, 0x00, 0x0F],
+                [0x00, 0xA4, 0x00, 0x0C, 0x02, 0xE1, 0x04],
+                [0x00, 0xB0, 0x00, 0x00, 0x02],
+                [0x00, 0xB0, 0x00, 0x02, 0x10],
+                [0x00, 0xB0, 0x00, 0x12, 0x10],
+                [0x00, 0xB0, 0x00, 0x22, 0x10],
+                [0x00, 0xB0, 0x00, 0x32, 0x08],
+            ])
     }
 
     @Test("one read when MLe covers the message; Le never above 255 or the option")
@@ -77,7 +78,8 @@ struct NFCType4TagReaderTests {
     @Test("NLEN larger than the file is an error")
     func nlenTooBig() throws {
         var tag = FakeType4Tag.tag(message: plingsMessage, nlen: 0x7F, maxSize: 0x80)
-        #expect(nfcReadError(atr: isoDEPATR, &tag)
+        #expect(
+            nfcReadError(atr: isoDEPATR, &tag)
                 == .ndefFileTooLarge(nlen: 0x7F, maxSize: 0x80))
         var fits = FakeType4Tag.tag(message: plingsMessage, maxSize: plingsMessage.count + 2)
         #expect(try TagReader.read(atr: isoDEPATR, transport: &fits).uri == nfcPlingsURL)
@@ -111,12 +113,14 @@ struct NFCType4TagReaderTests {
     func missingCC() {
         var short = FakeType4Tag.tag(message: plingsMessage)
         short.files[0xE103] = [0x00, 0x0F, 0x20]
-        #expect(nfcReadError(atr: isoDEPATR, &short)
+        #expect(
+            nfcReadError(atr: isoDEPATR, &short)
                 == .statusWord(0x6B00, during: "READ BINARY CC offset 3, 12 bytes (00 B0 00 03 0C)"))
 
         var tag = FakeType4Tag.tag(message: plingsMessage)
         tag.files[0xE103] = nil
-        #expect(nfcReadError(atr: isoDEPATR, &tag)
+        #expect(
+            nfcReadError(atr: isoDEPATR, &tag)
                 == .statusWord(0x6A82, during: "SELECT CC file E103 (00 A4 00 0C 02 E1 03)"))
     }
 
@@ -130,8 +134,11 @@ struct NFCType4TagReaderTests {
         var empty = FakeType4Tag.tag(message: plingsMessage)
         empty.emptyReads = true
         let emptyError = nfcReadError(atr: isoDEPATR, &empty)
-        #expect(emptyError == .malformedResponse(during: "READ BINARY CC offset 0, 15 bytes (00 B0 00 00 0F)",
-                                                 reason: "returned no data bytes"))
+        #expect(
+            emptyError
+                == .malformedResponse(
+                    during: "READ BINARY CC offset 0, 15 bytes (00 B0 00 00 0F)",
+                    reason: "returned no data bytes"))
     }
 
     @Test("smart poster on a Type 4 tag")
