@@ -204,3 +204,4 @@ void plings_gps_close(plings_gps *gps) {
 const char *plings_gps_error_string(int error) { return gps_errstr(error); }
 
 int plings_gps_api_major(void) { return GPSD_API_MAJOR_VERSION; }
+int plings_gps_api_minor(void) { return GPSD_API_MINOR_VERSION; }

@@ -1,8 +1,12 @@
 import BridgeCore
+import CGPSShim
 import Logging
 
 /// Builds the fix seam from the configuration; the one entry point `Bridge` and the CLI call.
 public enum LocationSource {
+    /// The libgps API version this build was compiled against, for `plings-bridge version`.
+    public static var libgpsAPIVersion: String { "\(plings_gps_api_major()).\(plings_gps_api_minor())" }
+
     /// GPS first, then the fixed location; `NoFixProvider` when location is disabled.
     ///
     /// The returned client (nil when disabled) is already started: call `waitForFirstReport(timeout:)` for a

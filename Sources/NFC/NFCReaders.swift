@@ -1,4 +1,5 @@
 import BridgeCore
+import CPCSCLite
 import Foundation
 
 /// One reader as `plings-bridge readers` shows it.
@@ -27,6 +28,9 @@ public struct NFCReaderListing: Sendable {
 
 /// One-shot PC/SC queries for the CLI (`readers`), separate from the long-running `NFCSource`.
 public enum NFCReaders {
+    /// The pcsc-lite version this build was compiled against, for `plings-bridge version`.
+    public static var pcscLiteVersion: String { PCSCLITE_VERSION_NUMBER }
+
     /// Lists the readers with their card state, ATR, tag kind and UID. Never throws: no pcscd or no readers is
     /// an empty list with `problem` saying why. Connecting to read the UID is shared-mode and leaves the card.
     public static func list() -> NFCReaderListing {

@@ -2,6 +2,7 @@ import Bridge
 import BridgeCore
 import Foundation
 import Location
+import NFC
 import Logging
 import Spool
 
@@ -341,7 +342,10 @@ struct CLI {
             print(Help.version)
             return 0
         }
-        let libraries: [(String, String)] = [("sqlite", sqliteLibraryVersion), ("curl", OneShotDelivery.curlVersion)]
+        let libraries: [(String, String)] = [
+            ("sqlite", sqliteLibraryVersion), ("curl", OneShotDelivery.curlVersion),
+            ("pcsclite", NFCReaders.pcscLiteVersion), ("libgps API", LocationSource.libgpsAPIVersion),
+        ]
         if args.json {
             let json = JSONValue.object(
                 [

@@ -83,4 +83,7 @@ int plings_gps_api_major(void);
 }
 #endif
 
+/// GPSD_API_MINOR_VERSION of the libgps headers this was built with (for `plings-bridge version`).
+int plings_gps_api_minor(void);
+
 #endif
