@@ -168,7 +168,8 @@ extension CLI {
         }
         if case .object(let reads)? = json["lastReads"] {
             for (device, read) in reads {
-                print("last read \(device): \(read["time"]?.stringValue ?? "?") \(read["outcome"]?.stringValue ?? "")")
+                let outcome = read["outcome"]?.stringValue ?? "?"
+                print("last read \(device): \(read["time"]?.stringValue ?? "?") (at read time: \(outcome))")
             }
         }
         if let error = json["lastError"]?.stringValue { print("last error: \(error)") }
