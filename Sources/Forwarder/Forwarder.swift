@@ -25,6 +25,8 @@ public final class Forwarder: @unchecked Sendable {
     private var coordinatorRunning = false
     private var clients: [HTTPClient] = []
     private var stats = Stats()
+    /// Consecutive failures to claim from the spool (disk full, I/O error), for backoff and one log line.
+    private var spoolFailures = 0
 
     private let spool: Spool
     private let logger: Logger
@@ -151,16 +153,41 @@ public final class Forwarder: @unchecked Sendable {
                     let busy = Set(inFlight.values)
                     condition.unlock()
                     var claimed: [ScanRecord] = []
+                    var spoolError: SpoolError?
                     do {
                         claimed = try spool.claimDeliverable(
                             now: now, lease: Forwarder.lease(settings), limit: capacity, busy: busy)
                     } catch {
-                        logger.error("delivery: cannot read the spool", [("error", error.description)])
+                        spoolError = error
                     }
-                    // Nothing due: learn when something will be (one scan of the pending rows, only when idle).
-                    let due = claimed.isEmpty ? ((try? spool.nextDueTime()) ?? nil) : nextDue
+                    // Nothing claimable: learn when the next identifier's head will be due (one scan of the pending
+                    // rows, only then). A scan waiting behind one of its identifier in flight is not counted:
+                    // that worker's completion wakes us.
+                    let due = claimed.isEmpty && spoolError == nil ? ((try? spool.nextDueTime()) ?? nil) : nextDue
                     condition.lock()
-                    nextDue = due
+                    // A head due now that the claim did not take (another process leased it between the two
+                    // queries) gets a short timer rather than a busy loop.
+                    nextDue = due.map { $0 > now ? $0 : now.addingTimeInterval(0.5) }
+                    if let spoolError {
+                        // The spool refuses even our bookkeeping (disk full, I/O error): back off instead of
+                        // retrying at once, and say so once, not once per attempt.
+                        spoolFailures += 1
+                        let delay = min(30, 0.5 * Double(1 << min(spoolFailures, 6)))
+                        if spoolFailures == 1 {
+                            logger.error(
+                                "delivery: cannot use the spool; retrying with backoff",
+                                [("error", spoolError.description)])
+                        }
+                        nextDue = now.addingTimeInterval(delay)
+                        waitUntil = min(waitUntil, now.addingTimeInterval(delay))
+                        _ = condition.wait(until: waitUntil)
+                        if !stopping { wakeRequested = true }
+                        continue
+                    }
+                    if spoolFailures > 0 {
+                        logger.info("delivery: the spool is usable again", [("after", "\(spoolFailures) attempts")])
+                        spoolFailures = 0
+                    }
                     if !claimed.isEmpty {
                         for record in claimed {
                             inFlight[record.id] = record.identifier ?? record.id

@@ -395,12 +395,16 @@ public final class Spool: Sendable {
         }
     }
 
-    /// The earliest time a pending scan becomes due, for the forwarder's sleep; nil when none is pending.
+    /// The earliest time a pending scan that heads its identifier becomes due (scans behind an earlier one of
+    /// their identifier wait for it, not for a time), for the forwarder's sleep; nil when none is pending.
     public func nextDueTime() throws(SpoolError) -> Date? {
         try withBookkeeping { db throws(SQLiteError) in
             let s = try db.prepare(
                 """
-                SELECT MIN(COALESCE(next_attempt_at, '')) FROM scans WHERE state = 'pending' AND input IS NOT NULL
+                SELECT MIN(COALESCE(s.next_attempt_at, '')) FROM scans AS s
+                WHERE s.state = 'pending' AND s.input IS NOT NULL
+                  AND NOT EXISTS (SELECT 1 FROM scans AS e WHERE e.state = 'pending'
+                                  AND e.identifier = s.identifier AND e.seq < s.seq)
                 """)
             guard try s.step(), !s.isNull(0), let text = s.string(0) else { return nil }
             try s.step()
