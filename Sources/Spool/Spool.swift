@@ -61,6 +61,7 @@ public final class Spool: Sendable {
             try db.execute("PRAGMA busy_timeout = \(Spool.busyTimeoutMilliseconds)")
             // WAL lets `spool list` read while `run` writes; it must be set before any transaction.
             try Spool.enableWAL(db)
+            db.keepWALAllocated()
             try db.execute("PRAGMA synchronous = \(synchronous.rawValue.uppercased())")
             try Spool.migrate(db)
         } catch let error as SQLiteError {
@@ -75,6 +76,7 @@ public final class Spool: Sendable {
             let second = try SQLiteConnection(path: path)
             try second.execute("PRAGMA busy_timeout = \(Spool.busyTimeoutMilliseconds)")
             try second.execute("PRAGMA synchronous = \(synchronous == .off ? "OFF" : "NORMAL")")
+            second.keepWALAllocated()
             bookkeeping = Mutex(second)
         } catch {
             throw .sqlite(error)

@@ -51,6 +51,24 @@ struct SpoolTests {
         try normal.withTestConnection { db throws(SQLiteError) in #expect(try db.scalarInt("PRAGMA synchronous") == 1) }
     }
 
+    /// The WAL stays allocated after the last close (commits then rewrite it in place: docs/benchmarks.md), and
+    /// the close's checkpoint still leaves the database file complete on its own.
+    @Test func walStaysAllocatedAfterCloseAndTheDatabaseFileIsComplete() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        let kept = scan("https://s.plings.io/?t=q&i=W&p=1")
+        do {
+            let spool = try Spool(path: path)
+            try spool.insert([kept])
+        }
+        let walSize = try FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int
+        #expect((walSize ?? 0) > 0)
+        let copy = dir.file("copy.sqlite")
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        #expect(try Spool(path: copy).list().map(\.id) == [kept.id])
+    }
+
     @Test func deliveryClaimsKeepPerIdentifierOrder() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
@@ -65,7 +83,8 @@ struct SpoolTests {
         #expect(try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).isEmpty)  // leased
         try spool.recordOutcome(
             id: a1.id, outcome: .retry(reason: "HTTP 500", nextAttempt: now.addingTimeInterval(60)), now: now)
-        #expect(try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).isEmpty)  // a1 backs off, a2 still waits
+        // a1 backs off, a2 still waits behind it.
+        #expect(try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).isEmpty)
         try spool.recordOutcome(id: a1.id, outcome: .delivered(response: "{}"), now: now)
         #expect(try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).map(\.id) == [a2.id])
         let record = try #require(try spool.record(id: a1.id))
