@@ -45,27 +45,38 @@ public struct ProcessResult: Sendable {
     public var stdoutLines: [String] { stdout.split(separator: "\n").map(String.init) }
 }
 
+/// A child with its three standard streams piped, set up the same way for `ProcessRunner` and
+/// `RunningProcess` (which differ only in how they read the output: to EOF, or line by line while running).
+struct PipedChild {
+    let process = Process()
+    let stdin = Pipe()
+    let stdout = Pipe()
+    let stderr = Pipe()
+
+    init(_ executable: String, _ arguments: [String], environment: [String: String]?) {
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = stderr
+    }
+}
+
 public enum ProcessRunner {
     /// Runs `executable` with `arguments` and waits (bounded by `timeout` seconds; killed after it).
     public static func run(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, stdin: String? = nil,
         timeout: Double = 60
     ) throws -> ProcessResult {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        let input = Pipe()
-        process.standardInput = input
+        let child = PipedChild(executable, arguments, environment: environment)
+        let process = child.process
         let collector = OutputCollector()
         // Each stream is drained to EOF on its own thread: no reordering, nothing lost, no pipe-full deadlock.
         let drained = DispatchGroup()
         for (handle, append) in [
-            (out.fileHandleForReading, collector.appendOut), (err.fileHandleForReading, collector.appendErr),
+            (child.stdout.fileHandleForReading, collector.appendOut),
+            (child.stderr.fileHandleForReading, collector.appendErr),
         ] {
             drained.enter()
             Thread {
@@ -76,8 +87,8 @@ public enum ProcessRunner {
         let exited = DispatchSemaphore(value: 0)
         process.terminationHandler = { _ in exited.signal() }
         try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try? input.fileHandleForWriting.close()
+        if let stdin { child.stdin.fileHandleForWriting.write(Data(stdin.utf8)) }
+        try? child.stdin.fileHandleForWriting.close()
         if exited.wait(timeout: .now() + timeout) == .timedOut {
             process.terminate()
             _ = exited.wait(timeout: .now() + 5)
@@ -101,29 +112,24 @@ public final class OutputCollector: @unchecked Sendable {
 
 /// A long-running child whose stdout lines can be awaited (rigs print `READY`, writers print ids).
 public final class RunningProcess: @unchecked Sendable {
-    public let process = Process()
+    public let process: Process
     private let lock = NSCondition()
     private var lines: [String] = []
     private var partial = Data()
     private var errText = Data()
     private var closed = false
     private var terminated = false
-    private let input = Pipe()
+    private let input: Pipe
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
-        process.standardInput = input
-        out.fileHandleForReading.readabilityHandler = { [weak self] handle in
+        let child = PipedChild(executable, arguments, environment: environment)
+        process = child.process
+        input = child.stdin
+        child.stdout.fileHandleForReading.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
             self?.receive(data)
         }
-        err.fileHandleForReading.readabilityHandler = { [weak self] handle in
+        child.stderr.fileHandleForReading.readabilityHandler = { [weak self] handle in
             let data = handle.availableData
             guard let self else { return }
             self.lock.lock()
