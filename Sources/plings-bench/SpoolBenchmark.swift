@@ -66,45 +66,29 @@ enum SpoolBenchmark {
     static func rawInserts(_ scans: [NewScan], path: String) -> Double {
         remove(path)
         defer { remove(path) }
-        var db: OpaquePointer?
-        guard sqlite3_open(path, &db) == SQLITE_OK, let db else { return 0 }
-        defer { sqlite3_close(db) }
-        sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000", nil, nil, nil)
-        sqlite3_exec(
-            db,
-            """
-            CREATE TABLE scans (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL,
-            state TEXT NOT NULL, source_kind TEXT NOT NULL, device TEXT NOT NULL, uid TEXT, raw TEXT NOT NULL, input TEXT,
-            attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT, next_attempt_at TEXT, delivered_at TEXT, response TEXT,
-            identifier TEXT, last_attempt_at TEXT);
-            CREATE INDEX scans_state_seq ON scans (state, seq);
-            CREATE INDEX scans_pending_identifier ON scans (identifier, seq) WHERE state = 'pending';
-            """, nil, nil, nil)
-        var statement: OpaquePointer?
-        sqlite3_prepare_v2(
-            db,
-            "INSERT INTO scans (id, created_at, state, source_kind, device, uid, raw, input, identifier, attempts, last_error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10)",
-            -1, &statement, nil)
-        defer { sqlite3_finalize(statement) }
-        let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+        guard let raw = RawSQLite(path: path) else { return 0 }
         let start = MonotonicClock.now()
-        for scan in scans {
-            sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
-            sqlite3_reset(statement)
-            sqlite3_bind_text(statement, 1, scan.id, -1, transient)
-            sqlite3_bind_text(statement, 2, Timestamp.format(scan.read.time), -1, transient)
-            sqlite3_bind_text(statement, 3, scan.state.rawValue, -1, transient)
-            sqlite3_bind_text(statement, 4, scan.read.sourceKind.rawValue, -1, transient)
-            sqlite3_bind_text(statement, 5, scan.read.device, -1, transient)
-            sqlite3_bind_null(statement, 6)
-            sqlite3_bind_text(statement, 7, scan.read.raw, -1, transient)
-            sqlite3_bind_text(statement, 8, scan.inputJSON, -1, transient)
-            sqlite3_bind_text(statement, 9, scan.identifier, -1, transient)
-            sqlite3_bind_null(statement, 10)
-            sqlite3_step(statement)
-            sqlite3_exec(db, "COMMIT", nil, nil, nil)
-        }
+        for scan in scans { raw.insert(scan) }
         return Double(scans.count) / (MonotonicClock.now() - start)
+    }
+
+    /// Median milliseconds of one raw durable commit made after `pause` seconds without I/O, on a table
+    /// already past its first WAL checkpoints: the state a gate reader's commit meets after each tap. (On
+    /// the VM this was measured on, an fsync after a pause costs several times one right after another.)
+    static func rawCommitAfterPause(path: String, samples: Int, pause: Double) -> Double {
+        remove(path)
+        defer { remove(path) }
+        guard let raw = RawSQLite(path: path) else { return .nan }
+        let scans = makeScans(1500 + samples)
+        for scan in scans.prefix(1500) { raw.insert(scan) }
+        var times: [Double] = []
+        for scan in scans.suffix(samples) {
+            Thread.sleep(forTimeInterval: pause)
+            let start = MonotonicClock.now()
+            raw.insert(scan)
+            times.append((MonotonicClock.now() - start) * 1000)
+        }
+        return median(times)
     }
 
     static func spoolInserts(_ scans: [NewScan], path: String) -> Double {
@@ -154,6 +138,63 @@ enum SpoolBenchmark {
         let rate = Double(scans.count) / (MonotonicClock.now() - start)
         pipeline.stop()
         return (rate, batches.value)
+    }
+}
+
+/// The spool's table with straight SQLite C calls and nothing else: the baseline of the spool benchmarks.
+final class RawSQLite {
+    private let db: OpaquePointer
+    private let statement: OpaquePointer
+    private let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    init?(path: String) {
+        var db: OpaquePointer?
+        guard sqlite3_open(path, &db) == SQLITE_OK, let db else { return nil }
+        sqlite3_exec(db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA busy_timeout=5000", nil, nil, nil)
+        sqlite3_exec(
+            db,
+            """
+            CREATE TABLE scans (seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE, created_at TEXT NOT NULL,
+            state TEXT NOT NULL, source_kind TEXT NOT NULL, device TEXT NOT NULL, uid TEXT, raw TEXT NOT NULL, input TEXT,
+            attempts INTEGER NOT NULL DEFAULT 0, last_error TEXT, next_attempt_at TEXT, delivered_at TEXT, response TEXT,
+            identifier TEXT, last_attempt_at TEXT);
+            CREATE INDEX scans_state_seq ON scans (state, seq);
+            CREATE INDEX scans_pending_identifier ON scans (identifier, seq) WHERE state = 'pending';
+            """, nil, nil, nil)
+        var statement: OpaquePointer?
+        sqlite3_prepare_v2(
+            db,
+            "INSERT INTO scans (id, created_at, state, source_kind, device, uid, raw, input, identifier, attempts, last_error) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10)",
+            -1, &statement, nil)
+        guard let statement else {
+            sqlite3_close(db)
+            return nil
+        }
+        self.db = db
+        self.statement = statement
+    }
+
+    deinit {
+        sqlite3_finalize(statement)
+        sqlite3_close(db)
+    }
+
+    /// One scan in its own durable transaction.
+    func insert(_ scan: NewScan) {
+        sqlite3_exec(db, "BEGIN IMMEDIATE", nil, nil, nil)
+        sqlite3_reset(statement)
+        sqlite3_bind_text(statement, 1, scan.id, -1, transient)
+        sqlite3_bind_text(statement, 2, Timestamp.format(scan.read.time), -1, transient)
+        sqlite3_bind_text(statement, 3, scan.state.rawValue, -1, transient)
+        sqlite3_bind_text(statement, 4, scan.read.sourceKind.rawValue, -1, transient)
+        sqlite3_bind_text(statement, 5, scan.read.device, -1, transient)
+        sqlite3_bind_null(statement, 6)
+        sqlite3_bind_text(statement, 7, scan.read.raw, -1, transient)
+        sqlite3_bind_text(statement, 8, scan.inputJSON, -1, transient)
+        sqlite3_bind_text(statement, 9, scan.identifier, -1, transient)
+        sqlite3_bind_null(statement, 10)
+        sqlite3_step(statement)
+        sqlite3_exec(db, "COMMIT", nil, nil, nil)
     }
 }
 
