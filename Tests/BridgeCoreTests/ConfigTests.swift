@@ -132,7 +132,7 @@ struct ConfigTests {
     }
 
     @Test func randomConfigsNeverCrash() {
-        var rng = SplitMix(seed: 7)
+        var rng = SeededRandom(seed: 7)
         let pieces = [
             "{", "}", "[", "]", ",", ":", "\"api\"", "\"nfc\"", "\"debounce\"", "\"hid\"", "\"match\"", "\"vendor\"",
             "1", "-1e400", "true", "null", "\"x\"", "\"location\"", "\"fixed\"", "\"latitude\"", "\"hosts\"",

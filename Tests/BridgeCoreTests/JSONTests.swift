@@ -43,7 +43,7 @@ struct JSONTests {
     }
 
     @Test func randomBytesNeverCrash() {
-        var rng = SplitMix(seed: 42)
+        var rng = SeededRandom(seed: 42)
         let alphabet = Array(#"{}[]",:0123456789.eE+-tfnrule\ "#.utf8) + [0x00, 0xC3, 0xA9, 0xFF]
         for _ in 0..<20_000 {
             let bytes = (0..<Int(rng.next() % 40)).map { _ in alphabet[Int(rng.next() % UInt64(alphabet.count))] }
@@ -54,19 +54,6 @@ struct JSONTests {
     @Test func encodesControlCharactersEscaped() {
         #expect(JSONValue.string("a\u{01}b\u{7F}").encoded() == #""a\u0001b\u007f""#)
         #expect(JSONValue.number(.infinity).encoded() == "null")
-    }
-}
-
-/// A small deterministic PRNG for robustness loops (reproducible failures).
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }
 

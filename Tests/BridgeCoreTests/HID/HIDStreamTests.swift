@@ -2,23 +2,6 @@ import Testing
 
 @testable import BridgeCore
 
-/// Deterministic generator for the robustness loops (SplitMix64).
-struct HIDTestRandom {
-    var state: UInt64
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func below(_ bound: Int) -> Int {
-        Int(next() % UInt64(bound))
-    }
-}
-
 /// Byte parsing, round trips of every layout, evemu text, robustness.
 struct HIDStreamTests {
     @Test func eventEncodingRoundTrip() {
@@ -41,7 +24,7 @@ struct HIDStreamTests {
             return
         }
         let bytes = InputEvent.encode(events)
-        var random = HIDTestRandom(state: 7)
+        var random = SeededRandom(seed: 7)
         for round in 0..<50 {
             var parser = InputEventParser()
             var parsed: [InputEvent] = []
@@ -117,7 +100,7 @@ struct HIDStreamTests {
     }
 
     @Test func randomBytesDoNotCrash() {
-        var random = HIDTestRandom(state: 42)
+        var random = SeededRandom(seed: 42)
         for layout in KeyboardLayout.all {
             var parser = InputEventParser()
             var decoder = KeystrokeDecoder(layout: layout, maxLineLength: 64, interKeyTimeout: 0.05)

@@ -7,7 +7,7 @@ import Testing
 struct NFCRobustnessTests {
     @Test("random bytes through the NDEF parser")
     func randomNDEF() {
-        var rng = NFCTestRNG(seed: 0x5EED_0001)
+        var rng = SeededRandom(seed: 0x5EED_0001)
         var parsed = 0
         for _ in 0..<20_000 {
             var bytes = rng.bytes(Int(rng.next() % 48))
@@ -23,7 +23,7 @@ struct NFCRobustnessTests {
 
     @Test("mutated valid messages")
     func mutated() {
-        var rng = NFCTestRNG(seed: 0x5EED_0002)
+        var rng = SeededRandom(seed: 0x5EED_0002)
         let base = NDEFMessage.encode([
             .uri(nfcPlingsURL), .smartPoster(uri: "https://b.example", title: "B"),
             .text("hello"),
@@ -44,7 +44,7 @@ struct NFCRobustnessTests {
 
     @Test("random records round trip")
     func roundTrip() throws {
-        var rng = NFCTestRNG(seed: 0x5EED_0003)
+        var rng = SeededRandom(seed: 0x5EED_0003)
         for _ in 0..<2_000 {
             let count = 1 + Int(rng.next() % 4)
             let records = (0..<count).map { _ -> NDEFRecord in
@@ -61,7 +61,7 @@ struct NFCRobustnessTests {
 
     @Test("random ATRs")
     func randomATRs() {
-        var rng = NFCTestRNG(seed: 0x5EED_0004)
+        var rng = SeededRandom(seed: 0x5EED_0004)
         for _ in 0..<5_000 {
             var atr = rng.bytes(Int(rng.next() % 24))
             if rng.next() % 2 == 0, atr.count >= 8 {
@@ -75,7 +75,7 @@ struct NFCRobustnessTests {
 
     @Test("random Type 2 images never trap, never read past the declared area")
     func randomType2() {
-        var rng = NFCTestRNG(seed: 0x5EED_0005)
+        var rng = SeededRandom(seed: 0x5EED_0005)
         let alphabet: [UInt8] = [0x00, 0x01, 0x02, 0x03, 0xFD, 0xFE, 0xFF, 0xD1, 0x55, 0x04]
         var completed = 0
         for _ in 0..<1_500 {
@@ -106,7 +106,7 @@ struct NFCRobustnessTests {
 
     @Test("random Type 4 files never trap")
     func randomType4() {
-        var rng = NFCTestRNG(seed: 0x5EED_0006)
+        var rng = SeededRandom(seed: 0x5EED_0006)
         for _ in 0..<1_500 {
             var cc = FakeType4Tag.capabilityContainer(
                 mle: 1 + Int(rng.next() % 300),
@@ -127,10 +127,10 @@ struct NFCRobustnessTests {
 
     @Test("random responses from the transport")
     func randomResponses() {
-        var rng = NFCTestRNG(seed: 0x5EED_0007)
+        var rng = SeededRandom(seed: 0x5EED_0007)
         let kinds: [TagKind] = [.type2(name: "t"), .type4, .mifareClassic(name: "c"), .unsupported(name: "u")]
         for index in 0..<3_000 {
-            var transport = RandomCardTransport(rng: NFCTestRNG(seed: rng.next()))
+            var transport = RandomCardTransport(rng: SeededRandom(seed: rng.next()))
             let options = TagReadOptions(maxAPDUs: 50)
             let outcome = Result { () throws(TagReadError) in
                 try TagReader.read(kind: kinds[index % kinds.count], transport: &transport, options: options)

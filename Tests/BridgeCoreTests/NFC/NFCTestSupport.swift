@@ -186,7 +186,7 @@ struct FakeType4Tag: CardTransport {
 
 /// A transport that answers every APDU with seeded random bytes (often ending in 9000).
 struct RandomCardTransport: CardTransport {
-    var rng: NFCTestRNG
+    var rng: SeededRandom
     var count = 0
 
     mutating func transmit(_ apdu: [UInt8]) throws(CardTransportError) -> [UInt8] {
@@ -198,27 +198,6 @@ struct RandomCardTransport: CardTransport {
         var bytes = (0..<length).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
         if roll < 15 { bytes += [0x90, 0x00] }
         return bytes
-    }
-}
-
-/// SplitMix64: a small deterministic generator for the robustness loops.
-struct NFCTestRNG: RandomNumberGenerator {
-    var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    mutating func bytes(_ count: Int) -> [UInt8] {
-        (0..<count).map { _ in UInt8(truncatingIfNeeded: next()) }
     }
 }
 
