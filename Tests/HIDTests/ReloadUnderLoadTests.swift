@@ -27,7 +27,7 @@ struct ReloadUnderLoadTests {
             start = (typed.last.map { $0.seconds * 1_000_000 + $0.microseconds } ?? start) + 5000
         }
         let eventsFile = dir.file("stream.events")
-        FileManager.default.createFile(atPath: eventsFile, contents: Data(EventScript.evemuText(events).utf8))
+        _ = FileManager.default.createFile(atPath: eventsFile, contents: Data(EventScript.evemuText(events).utf8))
         let config = dir.file("config.json")
         try #"{"nfc": {"enabled": false}, "location": {"enabled": false}, "hid": {"debounce": 0}}"#
             .write(toFile: config, atomically: true, encoding: .utf8)

@@ -32,7 +32,7 @@ struct UmockdevTests {
         for device in devices { args += ["-d", device] }
         for (devnode, list) in events.sorted(by: { $0.key < $1.key }) {
             let file = dir.file(URL(fileURLWithPath: devnode).lastPathComponent + ".events")
-            FileManager.default.createFile(atPath: file, contents: Data(EventScript.evemuText(list).utf8))
+            _ = FileManager.default.createFile(atPath: file, contents: Data(EventScript.evemuText(list).utf8))
             args += ["-e", "\(devnode)=\(file)"]
         }
         return args
@@ -40,7 +40,7 @@ struct UmockdevTests {
 
     func config(_ dir: TemporaryDirectory, _ json: String) -> [String] {
         let path = dir.file("config.json")
-        FileManager.default.createFile(atPath: path, contents: Data(json.utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(json.utf8))
         return ["--config", path]
     }
 
@@ -263,7 +263,7 @@ struct UmockdevTests {
 
     func evemuFile(_ dir: TemporaryDirectory, _ name: String, _ events: [InputEvent]) -> String {
         let path = dir.file(name)
-        FileManager.default.createFile(atPath: path, contents: Data(EventScript.evemuText(events).utf8))
+        _ = FileManager.default.createFile(atPath: path, contents: Data(EventScript.evemuText(events).utf8))
         return path
     }
 
