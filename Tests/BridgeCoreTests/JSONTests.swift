@@ -64,6 +64,10 @@ struct LogLineTests {
             fields: [("reader", "ACS ACR122U 00 00"), ("n", "3"), ("x", "a\nlevel=error")])
         #expect(line == #"level=warn msg="tag read failed" reader="ACS ACR122U 00 00" n=3 x="a\nlevel=error""#)
         #expect(!line.contains("\n"))
+        // Other control characters (a hostile tag's bytes) and DEL are escaped and force quotes too.
+        #expect(LogLine.quote("a\u{01}\u{1B}[2J") == #""a\u0001\u001b[2J""#)
+        #expect(LogLine.quote("del\u{7F}") == #""del\u007f""#)
+        #expect(LogLine.quote("plain") == "plain")
     }
 
     @Test func redactsSecrets() {

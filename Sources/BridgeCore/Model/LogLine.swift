@@ -13,21 +13,16 @@ public enum LogLine {
 
     static func quote(_ value: String) -> String {
         let needsQuotes =
-            value.isEmpty || value.unicodeScalars.contains { $0 == " " || $0 == "\"" || $0 == "=" || $0.value < 0x20 }
-        if !needsQuotes { return value }
-        var out = "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case let c where c.value < 0x20 || c.value == 0x7F: out += "\\u{\(String(c.value, radix: 16))}"
-            default: out.unicodeScalars.append(scalar)
+            value.isEmpty
+            || value.unicodeScalars.contains {
+                $0 == " " || $0 == "\"" || $0 == "=" || $0.value < 0x20 || $0.value == 0x7F
             }
-        }
-        return out + "\""
+        if !needsQuotes { return value }
+        // A JSON string literal is a valid quoted logfmt value (Go's strconv.Unquote, which logfmt readers use,
+        // reads it back), so the log and the JSON output share one escaper.
+        var out = ""
+        JSONValue.writeString(value, to: &out)
+        return out
     }
 
     /// `text` with every occurrence of each secret replaced by `[redacted]`. Secrets shorter than 4 characters
