@@ -252,14 +252,18 @@ public final class GPSClient: FixProvider, Sendable {
             sleep(backoff)
             backoff = min(backoff * 2, Self.maxBackoff)
         }
-        func failed(_ why: String) {
+        /// Records one connection attempt's outcome (nil error: connected) for `status` and `doctor`.
+        func noteAttempt(error: String?) {
             state.withLock {
                 $0.attempts += 1
-                $0.lastAttemptFailed = true
-                $0.connected = false
-                $0.lastError = why
+                $0.lastAttemptFailed = error != nil
+                $0.connected = error == nil
+                $0.lastError = error
             }
             wake()
+        }
+        func failed(_ why: String) {
+            noteAttempt(error: why)
             transition(
                 to: .waiting, .warn, "gpsd not reachable; retrying with backoff", [("gpsd", endpoint), ("error", why)])
             waitBeforeRetrying()
@@ -286,13 +290,7 @@ public final class GPSClient: FixProvider, Sendable {
                 failed(why)
                 continue
             }
-            state.withLock {
-                $0.attempts += 1
-                $0.lastAttemptFailed = false
-                $0.connected = true
-                $0.lastError = nil
-            }
-            wake()
+            noteAttempt(error: nil)
             transition(to: .connected, .info, "connected to gpsd", [("gpsd", endpoint)])
             let (why, reports) = readLoop(connection)
             close(connection, error: why)
