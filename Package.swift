@@ -54,7 +54,7 @@ let package = Package(
             name: "plings-bench",
             dependencies: [
                 "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
-                "NFC",
+                "NFC", "BridgeTestSupport",
             ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),

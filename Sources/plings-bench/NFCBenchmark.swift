@@ -1,5 +1,6 @@
 import Bridge
 import BridgeCore
+import BridgeTestSupport
 import Foundation
 import Logging
 import NFC
@@ -117,18 +118,19 @@ enum NFCBenchmark {
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser()), fixProvider: NoFixProvider(),
             debounce: [:], logger: logger)
         defer { pipeline.stop() }
-        let commits = Samples()
-        let events = Samples()
+        let commits = Collector<Double>()  // monotonic times of the durable commits
+        let events = Collector<NFCTapEvent>()
         let source = NFCSource(
             config: BridgeConfig().nfc, hosts: ["s.plings.io"], logger: logger,
             submit: { read in
                 pipeline.submit(read) { outcome in
-                    if case .accepted = outcome { commits.add(.commit(NFCClock.now())) }
+                    if case .accepted = outcome { commits.append(NFCClock.now()) }
                 }
             },
-            onTap: { events.add(.tap($0)) })
+            onTap: { events.append($0) })
 
-        let rig = try BenchRig(script: rigDirectory + "/nfc_rig.py")
+        // The caller holds /tmp/pcscd.lock (`flock /tmp/pcscd.lock plings-bench ...`), so the rig must not wait for it.
+        let rig = try NFCRig(script: rigDirectory + "/nfc_rig.py", takeLock: false)
         defer { rig.close() }
         source.start()
         defer { source.stop() }
@@ -137,13 +139,15 @@ enum NFCBenchmark {
         var successes = 0
         for n in 1...taps {
             _ = try rig.send("tap 0 ntag213 \(uid) - url=\(url)")
-            guard events.wait(count: n), case .tap(let event) = events.all[n - 1] else {
+            guard events.wait(count: n, timeout: 10) else {
                 throw BenchFailure(description: "tap \(n): no read within 10 s")
             }
+            let event = events.all[n - 1]
             if event.succeeded {
-                guard commits.wait(count: successes + 1), case .commit(let committed) = commits.all[successes] else {
+                guard commits.wait(count: successes + 1, timeout: 10) else {
                     throw BenchFailure(description: "tap \(n): read not committed within 10 s")
                 }
+                let committed = commits.all[successes]
                 successes += 1
                 let latency = (committed - event.detectedMonotonic) * 1000
                 result.latencies.append(latency)
@@ -183,7 +187,7 @@ enum NFCBenchmark {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = [
-            "-c", BenchRig.launcher, "/usr/bin/python3", rigDirectory + "/pyscard_baseline.py",
+            "-c", NFCRig.launcher(takeLock: false), "/usr/bin/python3", rigDirectory + "/pyscard_baseline.py",
             "--rig", "--count", String(taps), "--url", url, "--uid", uid,
         ]
         let pipe = Pipe()
@@ -221,87 +225,5 @@ enum NFCBenchmark {
         guard !values.isEmpty else { return .nan }
         let sorted = values.sorted()
         return sorted[min(sorted.count - 1, max(0, Int((p * Double(sorted.count)).rounded(.up)) - 1))]
-    }
-}
-
-/// Tap events and commit times from the source's and the pipeline's threads, with a bounded wait.
-final class Samples: Sendable {
-    enum Sample: Sendable {
-        case tap(NFCTapEvent)
-        case commit(Double)
-    }
-
-    private let values = Mutex<[Sample]>([])
-    private let condition = NSCondition()
-
-    func add(_ sample: Sample) {
-        values.withLock { $0.append(sample) }
-        condition.lock()
-        condition.broadcast()
-        condition.unlock()
-    }
-
-    var all: [Sample] { values.withLock { $0 } }
-
-    func wait(count: Int, timeout: Double = 10) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while values.withLock({ $0.count }) < count {
-            if !condition.wait(until: deadline) { return values.withLock { $0.count } >= count }
-        }
-        return true
-    }
-}
-
-/// `nfc_rig.py` over pipes: one command, one `OK`/`ERR` line.
-final class BenchRig {
-    /// Clears the inherited signal mask before exec: pcscd started by the rig must see the rig's SIGTERM.
-    static let launcher =
-        "import os, signal, sys; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
-        + "os.execv(sys.argv[1], sys.argv[1:])"
-
-    private let process = Process()
-    private let input = Pipe()
-    private let output = Pipe()
-    private var buffer = Data()
-
-    init(script: String) throws {
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-        process.arguments = ["-c", BenchRig.launcher, "/usr/bin/python3", script]
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let ready = readLine()
-        guard ready == "READY" else {
-            throw NFCBenchmark.BenchFailure(description: "nfc_rig.py: \(ready ?? "no output")")
-        }
-    }
-
-    func send(_ command: String) throws -> String {
-        input.fileHandleForWriting.write(Data((command + "\n").utf8))
-        guard let answer = readLine(), answer.hasPrefix("OK") else {
-            throw NFCBenchmark.BenchFailure(description: "nfc_rig.py: '\(command)' failed")
-        }
-        return answer
-    }
-
-    private func readLine() -> String? {
-        while true {
-            if let newline = buffer.firstIndex(of: 0x0A) {
-                let line = String(decoding: buffer[buffer.startIndex..<newline], as: UTF8.self)
-                buffer.removeSubrange(buffer.startIndex...newline)
-                return line
-            }
-            let chunk = output.fileHandleForReading.availableData
-            if chunk.isEmpty { return nil }
-            buffer.append(chunk)
-        }
-    }
-
-    func close() {
-        _ = try? send("quit")
-        process.waitUntilExit()
     }
 }

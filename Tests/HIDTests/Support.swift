@@ -1,34 +1,21 @@
 import BridgeCore
+import BridgeTestSupport
 import Foundation
 import Glibc
 import Logging
 import Synchronization
 
-/// Collects what a source submits and lets a test wait (bounded) for it.
-final class ReadCollector: Sendable {
-    private let reads = Mutex<[Read]>([])
-    private let condition = NSCondition()
+/// What a source submits, for a test to wait for (bounded).
+typealias ReadCollector = Collector<Read>
 
-    var submit: @Sendable (Read) -> Void {
-        { [self] read in
-            reads.withLock { $0.append(read) }
-            condition.lock()
-            condition.broadcast()
-            condition.unlock()
-        }
-    }
-
-    var all: [Read] { reads.withLock { $0 } }
+extension Collector where Value == Read {
+    /// The source's `submit` callback.
+    var submit: @Sendable (Read) -> Void { { [self] read in append(read) } }
 
     /// Waits until at least `count` reads arrived or `timeout` passed; returns what arrived.
     @discardableResult
     func wait(for count: Int, timeout: Double = 5) -> [Read] {
-        let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while reads.withLock({ $0.count }) < count {
-            if !condition.wait(until: deadline) { break }
-        }
+        wait(count: count, timeout: timeout)
         return all
     }
 }
@@ -60,14 +47,17 @@ final class CapturedLog: Sendable {
         return text.withLock { $0 }
     }
 
-    /// Waits (bounded, re-checking every 10 ms) until the log contains `needle`.
+    /// Waits (bounded) until the log contains `needle`: blocks in poll() on the log's pipe, so it wakes on
+    /// each line the source writes rather than re-checking on a timer.
     func wait(for needle: String, timeout: Double = 5) -> Bool {
         let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if contents.contains(needle) { return true }
-            usleep(10_000)
+        while !contents.contains(needle) {
+            let left = deadline.timeIntervalSinceNow
+            if left <= 0 { return false }
+            var descriptor = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
+            _ = poll(&descriptor, 1, Int32(left * 1000) + 1)
         }
-        return contents.contains(needle)
+        return true
     }
 
     func count(of needle: String) -> Int { contents.components(separatedBy: needle).count - 1 }

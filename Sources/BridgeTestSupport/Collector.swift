@@ -1,0 +1,34 @@
+import Foundation
+import Synchronization
+
+/// Values handed over from another thread (a source's reader thread, the pipeline's commit thread) that a
+/// test or benchmark waits for by count, always with a deadline. Waiting is on a condition signalled by
+/// each `append`, not a re-check loop.
+public final class Collector<Value: Sendable>: Sendable {
+    private let values = Mutex<[Value]>([])
+    private let condition = NSCondition()
+
+    public init() {}
+
+    public func append(_ value: Value) {
+        values.withLock { $0.append(value) }
+        condition.lock()
+        condition.broadcast()
+        condition.unlock()
+    }
+
+    /// Everything appended so far, in order.
+    public var all: [Value] { values.withLock { $0 } }
+
+    /// Waits until at least `count` values arrived; false when `timeout` seconds passed first.
+    @discardableResult
+    public func wait(count: Int, timeout: Double = 15) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        condition.lock()
+        defer { condition.unlock() }
+        while values.withLock({ $0.count }) < count {
+            if !condition.wait(until: deadline) { return values.withLock { $0.count } >= count }
+        }
+        return true
+    }
+}
