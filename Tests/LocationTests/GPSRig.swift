@@ -57,16 +57,6 @@ final class GPSRig: @unchecked Sendable {
     }
 }
 
-/// Polls `condition` until it holds or `timeout` passes (a bounded wait; never a bare sleep).
-func eventually(timeout: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if condition() { return true }
-        usleep(10_000)
-    }
-    return condition()
-}
-
 /// A logger writing into a temporary file, so that tests can count the lines of each event.
 final class CapturedLog: @unchecked Sendable {
     let path: String

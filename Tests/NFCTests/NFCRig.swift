@@ -72,16 +72,6 @@ final class NFCHarness: @unchecked Sendable {
         return (taps.all[before], apdus)
     }
 
-    /// Waits (bounded) until `condition` holds, re-checking every 20 ms; for states with no event to await.
-    func eventually(timeout: Double = 10, _ condition: () -> Bool) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while !condition() {
-            if Date() >= deadline { return false }
-            usleep(20_000)
-        }
-        return true
-    }
-
     func close() {
         source.stop()
         rig.close()

@@ -265,7 +265,7 @@ extension NFCRigTests {
             defer { harness.close() }
             _ = try harness.tap("ntag213", uid: uid, "-", "url=\(NDEF.plingsURL)")
             try harness.rig.send("kill-pcscd KILL")
-            #expect(harness.eventually { harness.source.summary.hasPrefix("pcscd") })
+            #expect(eventually(timeout: 10) { harness.source.summary.hasPrefix("pcscd") })
             try harness.rig.send("start-pcscd")
             let (event, _) = try harness.tap("ntag213", uid: "04010203040506", "-", "url=\(NDEF.plingsURL)")
             #expect(event.error == nil)
@@ -277,7 +277,7 @@ extension NFCRigTests {
         @Test func pcscdAbsentAtStartThenStarted() throws {
             let harness = try NFCHarness(rigArguments: ["--no-pcscd"])
             defer { harness.close() }
-            #expect(harness.eventually { harness.source.summary == "pcscd not running: waiting" })
+            #expect(eventually(timeout: 10) { harness.source.summary == "pcscd not running: waiting" })
             try harness.rig.send("start-pcscd")
             let (event, _) = try harness.tap("ntag216", uid: uid, "-", "url=\(NDEF.plingsURL)")
             #expect(event.error == nil)
@@ -289,7 +289,7 @@ extension NFCRigTests {
         @Test func stopReturnsWithinOneSecondWhileWaiting() throws {
             let harness = try NFCHarness()
             defer { harness.close() }
-            #expect(harness.eventually { harness.source.summary.hasPrefix("2 readers") })
+            #expect(eventually(timeout: 10) { harness.source.summary.hasPrefix("2 readers") })
             let start = Date()
             harness.source.stop()
             #expect(Date().timeIntervalSince(start) < 1.0)

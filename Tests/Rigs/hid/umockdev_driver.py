@@ -165,7 +165,9 @@ class HeldKey(UMockdev.IoctlBase):
         return False
 
 
-def heldkey(args, command):
+def run_with_ioctl_handler(args, command, handler):
+    """DEV's node answers ioctls through `handler` (on its own GLib loop), gets EVENTS, and CMD runs to
+    its end (bounded: 30 s)."""
     dev, events = args
     testbed = UMockdev.Testbed.new()
     if not testbed.add_from_file(dev):
@@ -173,7 +175,6 @@ def heldkey(args, command):
     context = GLib.MainContext.new()
     loop = GLib.MainLoop.new(context, False)
     context.push_thread_default()
-    handler = HeldKey()
     testbed.attach_ioctl(node(dev), handler)
     context.pop_thread_default()
     threading.Thread(target=loop.run, daemon=True).start()
@@ -182,27 +183,18 @@ def heldkey(args, command):
     child.proc.wait(timeout=30)
     child.finish()
     loop.quit()
+    return child
+
+
+def heldkey(args, command):
+    handler = HeldKey()
+    child = run_with_ioctl_handler(args, command, handler)
     child.lines.append(json.dumps({"grabs": handler.grabs}))
     return report(child.proc.returncode == 0, "run", child)
 
 
 def ebusy(args, command):
-    dev, events = args
-    testbed = UMockdev.Testbed.new()
-    if not testbed.add_from_file(dev):
-        raise RuntimeError("cannot add " + dev)
-    context = GLib.MainContext.new()
-    loop = GLib.MainLoop.new(context, False)
-    context.push_thread_default()
-    handler = BusyGrab()
-    testbed.attach_ioctl(node(dev), handler)
-    context.pop_thread_default()
-    threading.Thread(target=loop.run, daemon=True).start()
-    testbed.load_evemu_events(node(dev), events)
-    child = Child(command)
-    child.proc.wait(timeout=30)
-    child.finish()
-    loop.quit()
+    child = run_with_ioctl_handler(args, command, BusyGrab())
     return report(child.proc.returncode == 0, "run", child)
 
 

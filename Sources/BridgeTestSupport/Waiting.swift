@@ -32,3 +32,15 @@ public final class Collector<Value: Sendable>: Sendable {
         return true
     }
 }
+
+/// Re-checks `condition` every 10 ms until it holds or `timeout` seconds pass. Only for states that change
+/// with no event to wait on: time passing (a fix going stale) or a source's summary. Where an event
+/// exists, wait on it instead (`Collector.wait`, `RunningProcess.waitForLine`, `GPSClient.waitFor...`).
+public func eventually(timeout: Double, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if condition() { return true }
+        usleep(10_000)
+    }
+    return condition()
+}
