@@ -27,34 +27,39 @@ let package = Package(
         // evdev ioctl numbers and `struct input_event` access: function-like macros Swift cannot import.
         .target(name: "CEvdevShim"),
 
+        // The platform layer: the one monotonic clock, EINTR-retrying system calls, a condition variable on the
+        // monotonic clock, atomic file replacement. libc only.
+        .target(name: "Platform"),
         // Pure logic: no I/O, Foundation only.
         .target(name: "BridgeCore"),
         // logfmt lines on stderr, shared by the I/O modules.
         .target(name: "Logging", dependencies: ["BridgeCore"]),
         // The durable SQLite spool.
-        .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite"]),
+        .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite", "Platform"]),
         // Delivery to the API: HTTP client, delivery loop, backoff.
-        .target(name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim"]),
+        .target(name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim", "Platform"]),
         // The gpsd client (one connection on its own thread) and the fixed-location fallback.
-        .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim"]),
+        .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim", "Platform"]),
         // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
-        .target(name: "HID", dependencies: ["BridgeCore", "Logging", "CUDev", "CEvdevShim"]),
+        .target(name: "HID", dependencies: ["BridgeCore", "Logging", "CUDev", "CEvdevShim", "Platform"]),
         // PC/SC: context lifecycle, reader monitor, tag reading through pcscd.
-        .target(name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite"]),
+        .target(name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite", "Platform"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
         .target(
             name: "Bridge",
-            dependencies: ["BridgeCore", "Logging", "Spool", "Forwarder", "Location", "HID", "NFC", "CSysShim"]),
+            dependencies: [
+                "BridgeCore", "Logging", "Spool", "Forwarder", "Location", "HID", "NFC", "CSysShim", "Platform",
+            ]),
         // The CLI: thin.
         .executableTarget(
             name: "plings-bridge",
-            dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC"]),
+            dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform"]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
             name: "plings-bench",
             dependencies: [
                 "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
-                "NFC", "BridgeTestSupport",
+                "NFC", "BridgeTestSupport", "Platform",
             ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
@@ -69,7 +74,9 @@ let package = Package(
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(
             name: "HIDTests",
-            dependencies: ["HID", "BridgeCore", "Logging", "Bridge", "Spool", "BridgeTestSupport", "CEvdevShim"]),
+            dependencies: [
+                "HID", "BridgeCore", "Logging", "Bridge", "Spool", "BridgeTestSupport", "CEvdevShim", "Platform",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

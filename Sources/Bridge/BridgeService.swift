@@ -3,15 +3,26 @@ import Forwarder
 import Foundation
 import Location
 import Logging
+import Platform
 import Spool
+import Synchronization
 
 /// `plings-bridge run`: wires sources -> pipeline -> spool -> forwarder and lives until SIGTERM/SIGINT.
+///
+/// Every long-running part is a `Service` in one `ServiceGroup`, started in order (location, delivery,
+/// pipeline, sources, retention, status, watchdog) and stopped in reverse against one deadline: sources stop
+/// first (no new reads), the pipeline commits what it holds, in-flight deliveries finish or are abandoned.
 public final class BridgeService: Sendable {
     public let settings: Settings
     private let logger: Logger
     private let token: String?
     /// Loads the configuration again (same files, environment and flags) for SIGHUP.
     private let reloadSettings: @Sendable () throws -> (Settings, String?)
+    /// The configuration in force (the start one, then each successful reload's).
+    private let current: Mutex<BridgeConfig>
+
+    /// The whole stop, from SIGTERM to exit: inside systemd's default 5 s (the unit allows 10 s).
+    public static let stopBudget: Double = 4.5
 
     public init(
         settings: Settings, token: String?, logger: Logger,
@@ -21,6 +32,7 @@ public final class BridgeService: Sendable {
         self.token = token
         self.logger = logger
         self.reloadSettings = reload
+        self.current = Mutex(settings.config)
     }
 
     /// Runs until SIGTERM or SIGINT; returns the process exit code.
@@ -37,87 +49,95 @@ public final class BridgeService: Sendable {
             return 1
         }
         let (fixProvider, gps) = LocationSource.makeFixProvider(config: config, logger: logger)
-        let forwarder = settings.apiSettings(token: token).map { Forwarder(spool: spool, settings: $0, logger: logger) }
+        let delivery = DeliverySlot(spool: spool, settings: settings.apiSettings(token: token), logger: logger)
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
             fixProvider: fixProvider, debounce: BridgeService.debounceWindows(config), logger: logger,
-            onCommitted: { _ in forwarder?.wake() }, timeSource: { gps?.readTime(now: $0) ?? $0 })
-        forwarder?.start()
-        let sources = SourceSet(logger: logger, submit: { pipeline.submit($0) })
-        sources.apply(config)
-        let retention = Task { await pruneDelivered(spool: spool, every: 3600) }
+            onCommitted: { _ in delivery.wake() }, timeSource: { gps?.readTime(now: $0) ?? $0 })
+        let sources = SourceSet(config: config, logger: logger, submit: { pipeline.submit($0) })
+        let retention = PeriodicThread(name: "retention", interval: 3600) { [self] in pruneDelivered(spool) }
         let reporter = StatusReporter(
-            statusPath: StatusReporter.statusPath(
-                spoolPath: spool.path, environment: ProcessInfo.processInfo.environment),
-            metricsPath: config.metrics.textfile, spool: spool, pipeline: pipeline, forwarder: forwarder,
-            sources: sources.reporterSources, fixAge: { gps?.status().fixAge })
-        let reporting = Task { await reporter.run(interval: 5, metricsInterval: config.metrics.interval) }
+            statusPath: settings.statusPath, metricsPath: config.metrics.textfile, metricsInterval: config.metrics.interval, spool: spool,
+            pipeline: pipeline, forwarder: { delivery.forwarder }, sources: sources.reporterSources,
+            fixAge: { gps?.status().fixAge }, logger: logger)
+        let systemd = SystemdNotifier()
+        // The watchdog pings at half its period while the pipeline's commit thread is not stuck in a commit; a
+        // wedged pipeline stops the pings and systemd restarts the service.
+        let watchdog = systemd.watchdogInterval.map { interval in
+            PeriodicThread(name: "watchdog", interval: interval / 2) {
+                if pipeline.isResponsive(within: interval / 4) { systemd.notify("WATCHDOG=1") }
+            }
+        }
+        let services: [(any Service)?] = [gps, delivery, pipeline, sources, retention, reporter, watchdog]
+        let group = ServiceGroup(services.compactMap { $0 })
+        group.start()
 
         logSummary(spool: spool, sources: sources)
-        let systemd = SystemdNotifier()
         systemd.notify("READY=1\nSTATUS=" + (config.api.url == nil ? "spooling locally" : "delivering to the API"))
-        let watchdog = Task { await feedWatchdog(systemd, pipeline: pipeline) }
 
-        // Idle: nothing runs until a signal arrives (the forwarder sleeps on its own thread).
+        // Idle: nothing runs until a signal arrives (every part sleeps on its own thread).
         for await number in signals {
             if number == SIGHUP {
-                reload(forwarder: forwarder, pipeline: pipeline, sources: sources)
+                reload(delivery: delivery, pipeline: pipeline, sources: sources)
                 continue
             }
             logger.info("stopping", [("signal", number == SIGTERM ? "SIGTERM" : "SIGINT")])
             break
         }
         systemd.notify("STOPPING=1")
-        retention.cancel()
-        watchdog.cancel()
-        reporting.cancel()
-        // Sources first (no new reads), then the reads already submitted are committed, then in-flight
-        // deliveries finish or are abandoned: all within systemd's 5 s.
-        sources.stop()
-        pipeline.stop(timeout: 2)
-        forwarder?.stop(timeout: 2.5)
-        gps?.stop()
-        reporter.clear()
+        let late = group.stop(deadline: MonotonicClock.deadline(after: BridgeService.stopBudget))
+        if !late.isEmpty {
+            logger.warn("stop deadline passed; exiting anyway", [("late", late.joined(separator: ","))])
+        }
         logger.info("stopped")
         return 0
     }
 
-    /// SIGHUP: reload the configuration. API settings and hosts apply at once; an auth pause ends.
-    private func reload(forwarder: Forwarder?, pipeline: Pipeline, sources: SourceSet) {
+    /// SIGHUP: reload the configuration. API settings (adding or removing `api.url` starts or stops delivery),
+    /// the token, hosts, sources and retention apply at once; a delivery pause ends. Keys read only at start
+    /// are named in one log line.
+    private func reload(delivery: DeliverySlot, pipeline: Pipeline, sources: SourceSet) {
         do {
             let (fresh, freshToken) = try reloadSettings()
+            let previous = current.withLock { old -> BridgeConfig in
+                defer { old = fresh.config }
+                return old
+            }
             pipeline.update(
                 builder: ScanBuilder(parser: PlingsURLParser(hosts: fresh.config.hosts)),
                 debounce: BridgeService.debounceWindows(fresh.config))
-            if let forwarder, let api = fresh.apiSettings(token: freshToken) {
-                forwarder.reload(settings: api)
-            }
+            delivery.apply(fresh.apiSettings(token: freshToken))
             sources.apply(fresh.config)
             for (kind, state) in sources.summaries { logger.info("source \(kind)", [("state", state)]) }
+            let needRestart = BridgeService.keysNeedingRestart(from: previous, to: fresh.config)
+                + (fresh.spoolPath != settings.spoolPath ? ["spool.path"] : [])
+            if !needRestart.isEmpty {
+                logger.warn(
+                    "changed keys take effect only after a restart (systemctl restart plings-bridge)",
+                    [("keys", needRestart.joined(separator: ","))])
+            }
             logger.info("configuration reloaded", [("config", fresh.configPath ?? "(built-in defaults)")])
         } catch {
             logger.error("reload failed: keeping the running configuration", [("error", "\(error)")])
         }
     }
 
-    /// Pings systemd's watchdog at half its period while the pipeline's commit thread answers; a wedged
-    /// pipeline stops the pings and systemd restarts the service.
-    private func feedWatchdog(_ systemd: SystemdNotifier, pipeline: Pipeline) async {
-        guard let interval = systemd.watchdogInterval else { return }
-        while !Task.isCancelled {
-            if pipeline.isResponsive(within: interval / 4) { systemd.notify("WATCHDOG=1") }
-            try? await Task.sleep(for: .seconds(interval / 2))
-        }
+    /// The keys a reload cannot apply to a running service (docs/configuration.md marks them).
+    static func keysNeedingRestart(from old: BridgeConfig, to new: BridgeConfig) -> [String] {
+        var keys: [String] = []
+        if old.spool.synchronous != new.spool.synchronous { keys.append("spool.synchronous") }
+        if old.location != new.location { keys.append("location") }
+        if old.metrics != new.metrics { keys.append("metrics") }
+        return keys
     }
 
-    /// Deletes delivered scans older than `spool.deliveredRetention`, hourly. Nothing else is ever pruned.
-    private func pruneDelivered(spool: Spool, every interval: Double) async {
-        while !Task.isCancelled {
-            let cutoff = Date().addingTimeInterval(-settings.config.spool.deliveredRetention)
-            if let pruned = try? spool.purgeDelivered(before: cutoff), pruned > 0 {
-                logger.info("pruned delivered scans", [("count", String(pruned))])
-            }
-            try? await Task.sleep(for: .seconds(interval))
+    /// Deletes delivered scans older than `spool.deliveredRetention` (hourly, on the retention thread). Nothing
+    /// else is ever pruned.
+    private func pruneDelivered(_ spool: Spool) {
+        let retention = current.withLock { $0.spool.deliveredRetention }
+        let cutoff = Date().addingTimeInterval(-retention)
+        if let pruned = try? spool.purgeDelivered(before: cutoff), pruned > 0 {
+            logger.info("pruned delivered scans", [("count", String(pruned))])
         }
     }
 

@@ -29,7 +29,41 @@ public enum Doctor {
         checks.append(udevRulesCheck())
         checks.append(polkitCheck())
         checks.append(clockCheck())
+        if let metrics = metricsCheck(settings) { checks.append(metrics) }
         return checks
+    }
+
+    /// With `metrics.textfile` set: the file exists, is fresh, readable by other users (node_exporter), and the
+    /// running service reports no write error (from its status snapshot).
+    static func metricsCheck(_ settings: Settings) -> DoctorCheck? {
+        guard let path = settings.config.metrics.textfile else { return nil }
+        if let data = FileManager.default.contents(atPath: settings.statusPath),
+            let json = try? JSONParser.parse([UInt8](data)), let error = json["metrics"]?["lastError"]?.stringValue
+        {
+            return DoctorCheck(
+                "metrics", .fail, "the service cannot write \(path): \(error)",
+                fix: "make the directory writable by the service (ReadWritePaths= in a drop-in) or change "
+                    + "metrics.textfile")
+        }
+        var info = stat()
+        guard stat(path, &info) == 0 else {
+            return DoctorCheck(
+                "metrics", .warn, "no metrics file at \(path) yet (is the service running?)",
+                fix: "systemctl status plings-bridge")
+        }
+        if info.st_mode & 0o004 == 0 {
+            return DoctorCheck(
+                "metrics", .warn, "\(path) is not readable by other users: node_exporter cannot read it",
+                fix: "restart the service (it writes the file 0644)")
+        }
+        let age = Date().timeIntervalSince1970 - Double(info.st_mtim.tv_sec)
+        if age > 3 * settings.config.metrics.interval + 10 {
+            return DoctorCheck(
+                "metrics", .warn, String(format: "\(path) is %.0f s old (the service writes it every %.0f s)", age,
+                    settings.config.metrics.interval),
+                fix: "systemctl status plings-bridge")
+        }
+        return DoctorCheck("metrics", .ok, "\(path) written by the service, readable by node_exporter")
     }
 
     static func spoolCheck(_ settings: Settings) -> DoctorCheck {
@@ -110,6 +144,14 @@ public enum Doctor {
                         "api", .fail, "\(api.url) refused the token (HTTP \(response.status))",
                         fix: "put a valid token in /etc/plings-bridge/token (or api.tokenFile) and reload")
                 ]
+            case 300..<400:
+                return [
+                    DoctorCheck(
+                        "api", .fail,
+                        "\(api.url) redirects (HTTP \(response.status)) to \(response.location ?? "no Location"): "
+                            + "delivery pauses (redirects are never followed)",
+                        fix: "set api.url to the final URL and reload")
+                ]
             default:
                 return [
                     DoctorCheck(
@@ -130,9 +172,10 @@ public enum Doctor {
         "/etc/udev/rules.d/70-plings-bridge.rules", "/lib/udev/rules.d/70-plings-bridge.rules",
         "/usr/lib/udev/rules.d/70-plings-bridge.rules",
     ]
+    /// Where the package installs the rule, and where docs/operations.md says to copy it by hand (one name).
     static let polkitPaths = [
-        "/etc/polkit-1/rules.d/50-plings-bridge-pcsc.rules",
-        "/usr/share/polkit-1/rules.d/50-plings-bridge-pcsc.rules",
+        "/usr/share/polkit-1/rules.d/60-plings-bridge-pcsc.rules",
+        "/etc/polkit-1/rules.d/60-plings-bridge-pcsc.rules",
     ]
 
     static func udevRulesCheck() -> DoctorCheck {
@@ -152,7 +195,7 @@ public enum Doctor {
         return DoctorCheck(
             "polkit rule", .warn, "no polkit rule for group plings: pcscd refuses a service user without a session",
             fix:
-                "scripts/install (or copy udev/plings-bridge-pcsc.rules to /etc/polkit-1/rules.d/50-plings-bridge-pcsc.rules)"
+                "scripts/install (or copy udev/plings-bridge-pcsc.rules to /etc/polkit-1/rules.d/60-plings-bridge-pcsc.rules)"
         )
     }
 

@@ -22,28 +22,19 @@ public enum OneShotDelivery {
         }
         let outcome = Delivery(settings: api, client: client).attempt(record)
         let done = Date()
-        do {
-            switch outcome {
-            case nil:
-                try spool.release(id: scanID)
-            case .delivered(let response)?:
-                try spool.recordOutcome(id: scanID, outcome: .delivered(response: response), now: done)
-                logger.info("scan delivered", [("id", scanID)])
-            case .dead(let reason, let response)?:
-                try spool.recordOutcome(id: scanID, outcome: .dead(reason: reason, response: response), now: done)
-                logger.warn("scan refused by the API: kept as dead", [("id", scanID), ("reason", reason)])
-            case .retry(let reason, let retryAfter)?:
-                let delay = Backoff().delay(attempt: 0, retryAfter: retryAfter, random: Double.random(in: 0...1))
-                try spool.recordOutcome(
-                    id: scanID, outcome: .retry(reason: reason, nextAttempt: done.addingTimeInterval(delay)), now: done)
-                logger.warn(
-                    "delivery failed: the scan stays pending for the service", [("id", scanID), ("reason", reason)])
-            case .authPaused(let reason)?:
-                try spool.recordPaused(id: scanID, reason: reason, now: done)
-                logger.error("the API refused the token: the scan stays pending", [("id", scanID), ("reason", reason)])
-            }
-        } catch {
-            logger.error("cannot record the delivery outcome", [("id", scanID), ("error", "\(error)")])
+        var retryAt: Date?
+        if case .retry(_, let retryAfter)? = outcome {
+            retryAt = done.addingTimeInterval(
+                Backoff().delay(attempt: 0, retryAfter: retryAfter, random: Double.random(in: 0...1)))
+        }
+        Forwarder.record(outcome, id: scanID, retryAt: retryAt, now: done, spool: spool, logger: logger)
+        switch outcome {
+        case .delivered?: logger.info("scan delivered", [("id", scanID)])
+        case .retry(let reason, _)?:
+            logger.warn("delivery failed: the scan stays pending for the service", [("id", scanID), ("reason", reason)])
+        case .authPaused(let reason)?, .redirected(let reason)?:
+            logger.error("delivery refused: the scan stays pending", [("id", scanID), ("reason", reason)])
+        case .dead?, nil: break
         }
     }
 

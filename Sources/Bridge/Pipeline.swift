@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Spool
 import Synchronization
+import Platform
 
 /// What happened to one submitted read.
 public enum ReadOutcome: Sendable {
@@ -14,13 +15,13 @@ public enum ReadOutcome: Sendable {
     case refused(String)
 }
 
-/// Turns reads into scans and commits them to the spool (design 1): debounce, couple the fix fresh at the
-/// moment of the read, parse, build the input, commit, then tell the forwarder.
+/// Turns reads into scans and commits them to the spool (docs/architecture.md): debounce, couple the fix fresh
+/// at the moment of the read, parse, build the input, commit, then tell the forwarder.
 ///
-/// Sources call `submit` from their own threads; a dedicated thread commits. Reads that arrive while a commit
-/// is in progress are committed together in the next transaction (group commit): under a burst, one fsync
-/// covers many reads, and no read is acknowledged before its transaction is durable.
-public final class Pipeline: Sendable {
+/// Sources call `submit` from their own threads; a dedicated thread (started by `start`) commits. Reads that
+/// arrive while a commit is in progress are committed together in the next transaction (group commit): under a
+/// burst, one fsync covers many reads, and no read is acknowledged before its transaction is durable.
+public final class Pipeline: Service {
     /// One read waiting for the committer, with what was decided at submit time.
     private struct Pending: Sendable {
         var read: Read
@@ -29,12 +30,15 @@ public final class Pipeline: Sendable {
         var completion: (@Sendable (ReadOutcome) -> Void)?
     }
 
-    private struct Queue: Sendable {
+    private struct Queue {
         var items: [Pending] = []
         var stopping = false
-        var stopped = false
+        var running = false
+        /// `MonotonicClock` time the commit thread took its current batch; nil while it waits for reads.
+        var busySince: Double?
     }
 
+    public let name = "pipeline"
     private let spool: Spool
     private let builder: Mutex<ScanBuilder>
     private let fixProvider: any FixProvider
@@ -44,7 +48,7 @@ public final class Pipeline: Sendable {
     /// Maps a read's system time to the time to record (GPS time when the clock is found wrong and
     /// `location.timeFromGPS` is set; identity otherwise).
     private let timeSource: @Sendable (Date) -> Date
-    private let queue = Mutex(Queue())
+    private let queue = Monitor(Queue())
     private let tally = Mutex(Tally())
 
     /// Reads counted by source and outcome, and the last read per device (for `status` and metrics).
@@ -63,7 +67,6 @@ public final class Pipeline: Sendable {
             $0.lastRead["\(read.sourceKind.rawValue):\(read.device)"] = (read.time, outcome)
         }
     }
-    private let wakeup = NSCondition()
     /// Maximum reads per transaction: bounds the latency of the first read in a huge burst.
     public static let maximumBatch = 256
 
@@ -79,6 +82,11 @@ public final class Pipeline: Sendable {
         self.debounceWindows = Mutex(debounce)
         self.logger = logger
         self.onCommitted = onCommitted
+    }
+
+    /// Starts the commit thread.
+    public func start() {
+        queue.withLock { $0.running = true }
         let thread = Thread { [self] in self.commitLoop() }
         thread.name = "pipeline"
         thread.start()
@@ -96,36 +104,22 @@ public final class Pipeline: Sendable {
         read.time = timeSource(read.time)
         let item = Pending(
             read: read, fix: fixProvider.currentFix(), monotonic: MonotonicClock.now(), completion: completion)
-        let accepted = queue.withLock { q -> Bool in
-            guard !q.stopping else { return false }
+        let accepted = queue.update { q -> Bool in
+            guard !q.stopping, q.running else { return false }
             q.items.append(item)
             return true
         }
-        guard accepted else {
-            completion?(.refused("the service is stopping"))
-            return
-        }
-        wakeup.lock()
-        wakeup.signal()
-        wakeup.unlock()
+        if !accepted { completion?(.refused("the service is stopping")) }
     }
 
-    /// True when the commit thread takes and answers an empty round trip within `timeout` seconds
-    /// (for the systemd watchdog: a thread stuck in a commit must stop the pings).
+    /// True unless the commit thread has been inside one commit for longer than `timeout` seconds (for the
+    /// systemd watchdog: a thread stuck in a commit must stop the pings). Answers at once, without waiting.
     public func isResponsive(within timeout: Double) -> Bool {
-        let answered = DispatchSemaphore(value: 0)
-        let ping = Pending(
-            read: Read(sourceKind: .manual, device: Pipeline.pingDevice, raw: "", time: Date()), fix: nil,
-            monotonic: 0, completion: { _ in answered.signal() })
-        queue.withLock { $0.items.append(ping) }
-        wakeup.lock()
-        wakeup.signal()
-        wakeup.unlock()
-        return answered.wait(timeout: .now() + timeout) == .success
+        queue.withLock { q in
+            guard q.running, let since = q.busySince else { return q.running }
+            return MonotonicClock.now() - since < timeout
+        }
     }
-
-    /// The device name of watchdog pings: answered by the commit thread, never spooled.
-    static let pingDevice = "\u{0}watchdog"
 
     /// Submits and waits for the outcome.
     public func accept(_ read: Read) async -> ReadOutcome {
@@ -134,41 +128,32 @@ public final class Pipeline: Sendable {
         }
     }
 
-    /// Commits everything already submitted, then stops the thread. Returns when done or after `timeout`.
-    public func stop(timeout: Double = 4) {
-        queue.withLock { $0.stopping = true }
-        wakeup.lock()
-        wakeup.broadcast()
-        let deadline = Date().addingTimeInterval(timeout)
-        while !queue.withLock({ $0.stopped }) {
-            if !wakeup.wait(until: deadline) { break }
-        }
-        wakeup.unlock()
+    /// Commits everything already submitted, then stops the thread. Returns when done or at `deadline`.
+    public func stop(deadline: Double) {
+        queue.update { $0.stopping = true }
+        queue.wait(until: deadline) { !$0.running }
     }
+
+    /// `stop(deadline:)` with a deadline `timeout` seconds from now.
+    public func stop(timeout: Double = 4) { stop(deadline: MonotonicClock.deadline(after: timeout)) }
 
     private func commitLoop() {
         var debouncer: [SourceKind: Debouncer] = [:]
         while true {
-            wakeup.lock()
             var batch: [Pending] = []
             var stop = false
-            while true {
-                (batch, stop) = queue.withLock { q in
-                    let n = min(q.items.count, Pipeline.maximumBatch)
-                    let taken = Array(q.items.prefix(n))
-                    q.items.removeFirst(n)
-                    return (taken, q.stopping && q.items.isEmpty)
-                }
-                if !batch.isEmpty || stop { break }
-                wakeup.wait()
+            queue.wait { q in
+                let n = min(q.items.count, Pipeline.maximumBatch)
+                batch = Array(q.items.prefix(n))
+                q.items.removeFirst(n)
+                stop = q.stopping && q.items.isEmpty
+                if !batch.isEmpty { q.busySince = MonotonicClock.now() }
+                return !batch.isEmpty || stop
             }
-            wakeup.unlock()
             if !batch.isEmpty { commit(batch, debouncer: &debouncer) }
+            queue.withLock { $0.busySince = nil }
             if stop {
-                queue.withLock { $0.stopped = true }
-                wakeup.lock()
-                wakeup.broadcast()
-                wakeup.unlock()
+                queue.update { $0.running = false }
                 return
             }
         }
@@ -180,10 +165,6 @@ public final class Pipeline: Sendable {
         var scans: [NewScan] = []
         var waiting: [(NewScan, (@Sendable (ReadOutcome) -> Void)?)] = []
         for item in batch {
-            if item.read.device == Pipeline.pingDevice {
-                item.completion?(.debounced)
-                continue
-            }
             let kind = item.read.sourceKind
             let window = windows[kind] ?? 0
             if debouncer[kind]?.window != window { debouncer[kind] = Debouncer(window: window) }
@@ -225,11 +206,3 @@ public final class Pipeline: Sendable {
     }
 }
 
-/// Seconds from an arbitrary origin that never jump with the wall clock (CLOCK_MONOTONIC).
-public enum MonotonicClock {
-    public static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-}

@@ -5,11 +5,22 @@ import Foundation
 /// Loads the configuration the way design 2.6 says: JSON file, then environment, then flags.
 public struct Settings: Sendable {
     public static let defaultConfigPath = "/etc/plings-bridge/config.json"
+    /// The installed service's spool (`StateDirectory=plings-bridge`) and status file (`RuntimeDirectory=`).
+    public static let serviceSpoolPath = "/var/lib/plings-bridge/spool.sqlite"
+    public static let serviceStatusPath = "/run/plings-bridge/status.json"
+    /// The group that may use the installed service's spool and status (the service's own group).
+    public static let serviceGroup = "plings"
 
     public var config: BridgeConfig
     /// The file that was read, if any.
     public var configPath: String?
     public var spoolPath: String
+    /// Where the running service keeps its status snapshot (`status`, `doctor`).
+    public var statusPath: String
+    /// True when the configuration in use is the installed system's (`/etc/plings-bridge/config.json`): every
+    /// command then defaults to the service's spool and status file, so an operator on the box sees what the
+    /// service sees.
+    public var isInstalledSystem: Bool { configPath == Settings.defaultConfigPath }
 
     /// - Parameters:
     ///   - configPath: `--config`; when nil, `PLINGS_BRIDGE_CONFIG`, then the default path when it exists.
@@ -37,9 +48,21 @@ public struct Settings: Sendable {
         }
         let config = loader.config
         try validate(config)
+        let system = path == defaultConfigPath
+        let spoolPath = config.spool.path ?? defaultSpoolPath(environment: environment, installedSystem: system)
         return Settings(
-            config: config, configPath: path,
-            spoolPath: config.spool.path ?? defaultSpoolPath(environment: environment))
+            config: config, configPath: path, spoolPath: spoolPath,
+            statusPath: statusPath(spoolPath: spoolPath, environment: environment, installedSystem: system))
+    }
+
+    /// `$RUNTIME_DIRECTORY/status.json` under systemd; the service's on an installed system when the spool is
+    /// the service's; else beside the spool.
+    public static func statusPath(spoolPath: String, environment: [String: String], installedSystem: Bool) -> String {
+        if let runtime = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first {
+            return String(runtime) + "/status.json"
+        }
+        if installedSystem && spoolPath == serviceSpoolPath { return serviceStatusPath }
+        return (spoolPath as NSString).deletingLastPathComponent + "/status.json"
     }
 
     /// The forwarder's settings, or nil when no API is configured (local spool only).
@@ -58,12 +81,13 @@ public struct Settings: Sendable {
         }
     }
 
-    /// `$STATE_DIRECTORY/spool.sqlite` under systemd, else `$XDG_STATE_HOME/plings-bridge/spool.sqlite`,
-    /// else `~/.local/state/plings-bridge/spool.sqlite`.
-    public static func defaultSpoolPath(environment: [String: String]) -> String {
+    /// `$STATE_DIRECTORY/spool.sqlite` under systemd, else the service's spool on an installed system, else
+    /// `$XDG_STATE_HOME/plings-bridge/spool.sqlite`, else `~/.local/state/plings-bridge/spool.sqlite`.
+    public static func defaultSpoolPath(environment: [String: String], installedSystem: Bool = false) -> String {
         if let state = environment["STATE_DIRECTORY"], let first = state.split(separator: ":").first {
             return String(first) + "/spool.sqlite"
         }
+        if installedSystem { return serviceSpoolPath }
         if let xdg = environment["XDG_STATE_HOME"], xdg.hasPrefix("/") {
             return xdg + "/plings-bridge/spool.sqlite"
         }

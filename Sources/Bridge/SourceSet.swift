@@ -3,27 +3,36 @@ import Foundation
 import HID
 import Logging
 import NFC
+import Platform
 import Synchronization
 
 /// The running input sources (NFC readers, HID scanners), rebuilt as a whole on SIGHUP so a source
 /// enabled, disabled or reconfigured in the file takes effect without a restart.
 ///
 /// Reads already handed to the pipeline are not affected by a rebuild: the pipeline outlives the sources.
-public final class SourceSet: Sendable {
+public final class SourceSet: Service {
     private struct Running: Sendable {
         var hid: HIDSource?
         var nfc: NFCSource?
         var config: BridgeConfig?
     }
 
+    public let name = "sources"
     private let running = Mutex(Running())
+    private let initial: BridgeConfig
     private let logger: Logger
     private let submit: @Sendable (Read) -> Void
 
-    public init(logger: Logger, submit: @escaping @Sendable (Read) -> Void) {
+    /// Nothing starts before `start()`, which starts what `config` enables.
+    public init(config: BridgeConfig, logger: Logger, submit: @escaping @Sendable (Read) -> Void) {
+        self.initial = config
         self.logger = logger
         self.submit = submit
     }
+
+    public func start() { apply(initial) }
+
+    public func stop(deadline: Double) { stop() }
 
     /// Starts the sources `config` enables, stopping those it no longer does (or whose settings changed).
     public func apply(_ config: BridgeConfig) {

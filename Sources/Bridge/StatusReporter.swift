@@ -2,14 +2,20 @@ import BridgeCore
 import Forwarder
 import Foundation
 import Logging
+import Platform
 import Spool
+import Synchronization
 
 /// Keeps the running service's status snapshot (`plings-bridge status`) and Prometheus metrics up to date.
 ///
 /// The snapshot goes to `status.json` in `$RUNTIME_DIRECTORY` (tmpfs under systemd) or beside the spool; it
 /// is rewritten only when something in it changed, so an idle gate does not wear its flash. Metrics go to
-/// `metrics.textfile` when configured. Both are written atomically (temporary file + rename).
-public final class StatusReporter: Sendable {
+/// `metrics.textfile` when configured. Both are replaced atomically (temporary file, fsync, rename, directory
+/// fsync); status.json is 0640 (the service's group reads it), the metrics file 0644 (node_exporter runs as
+/// another user). A failed write is logged once (and again once it works), and shows in the snapshot's
+/// `metrics` entry, which `doctor` reads. The work runs on its own thread (`PeriodicThread`), never on the
+/// cooperative pool: it reads the spool and writes files.
+public final class StatusReporter: Service {
     public struct Source: Sendable {
         public var kind: String
         public var state: @Sendable () -> String
@@ -21,72 +27,112 @@ public final class StatusReporter: Sendable {
         }
     }
 
+    /// What the last writes did, for one log line per change and for the snapshot.
+    private struct Progress {
+        var lastSnapshot = ""
+        var lastMetrics = -Double.infinity
+        var statusError: String?
+        var metricsError: String?
+    }
+
+    public let name = "status"
     let statusPath: String
     let metricsPath: String?
+    let metricsInterval: Double
     let spool: Spool
     let pipeline: Pipeline
-    let forwarder: Forwarder?
+    let forwarder: @Sendable () -> Forwarder?
     let sources: [Source]
     let fixAge: @Sendable () -> Double?
+    let logger: Logger
     let started = Date()
+    private let progress = Mutex(Progress())
+    private let thread: Mutex<PeriodicThread?> = Mutex(nil)
 
     public init(
-        statusPath: String, metricsPath: String?, spool: Spool, pipeline: Pipeline, forwarder: Forwarder?,
-        sources: [Source], fixAge: @escaping @Sendable () -> Double?
+        statusPath: String, metricsPath: String?, metricsInterval: Double = 15, spool: Spool, pipeline: Pipeline,
+        forwarder: @escaping @Sendable () -> Forwarder?, sources: [Source], fixAge: @escaping @Sendable () -> Double?,
+        logger: Logger
     ) {
         self.statusPath = statusPath
         self.metricsPath = metricsPath
+        self.metricsInterval = metricsInterval
         self.spool = spool
         self.pipeline = pipeline
         self.forwarder = forwarder
         self.sources = sources
         self.fixAge = fixAge
+        self.logger = logger
     }
 
-    /// Where `status.json` lives for a spool path (the `status` command uses the same rule).
-    public static func statusPath(spoolPath: String, environment: [String: String]) -> String {
-        if let runtime = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first {
-            return String(runtime) + "/status.json"
-        }
-        return (spoolPath as NSString).deletingLastPathComponent + "/status.json"
+    /// Refreshes the snapshot every 5 s (metrics every `metricsInterval`) on its own thread.
+    public func start() {
+        let periodic = PeriodicThread(name: "status", interval: 5) { [self] in refresh() }
+        thread.withLock { $0 = periodic }
+        periodic.start()
     }
 
-    /// Refreshes the snapshot every `interval` seconds (metrics every `metricsInterval`) until cancelled.
-    public func run(interval: Double, metricsInterval: Double) async {
-        var last = ""
-        var lastMetrics = 0.0
-        while !Task.isCancelled {
-            let snapshot = self.snapshot()
-            var comparable = snapshot
-            comparable.remove(key: "updatedAt")
-            let text = comparable.encoded()
-            if text != last {
-                StatusReporter.writeAtomically(snapshot.encoded() + "\n", to: statusPath)
-                last = text
+    /// Stops refreshing, removes the snapshot (`status` then says the service is not running) and writes the
+    /// metrics once more with `plings_bridge_up 0`.
+    public func stop(deadline: Double) {
+        thread.withLock { $0 }?.stop(deadline: deadline)
+        try? FileManager.default.removeItem(atPath: statusPath)
+        if let metricsPath { write(metrics(up: false), to: metricsPath, mode: 0o644, isMetrics: true) }
+    }
+
+    /// One round: the snapshot when it changed, the metrics when they are due.
+    func refresh() {
+        let snapshot = self.snapshot()
+        var comparable = snapshot
+        comparable.remove(key: "updatedAt")
+        let text = comparable.encoded()
+        if progress.withLock({ $0.lastSnapshot != text }) {
+            if write(snapshot.encoded() + "\n", to: statusPath, mode: 0o640, isMetrics: false) {
+                progress.withLock { $0.lastSnapshot = text }
             }
-            if let metricsPath, MonotonicClock.now() - lastMetrics >= metricsInterval {
-                StatusReporter.writeAtomically(metrics(), to: metricsPath)
-                lastMetrics = MonotonicClock.now()
-            }
-            try? await Task.sleep(for: .seconds(interval))
+        }
+        let now = MonotonicClock.now()
+        if let metricsPath, progress.withLock({ now - $0.lastMetrics >= metricsInterval }) {
+            write(metrics(up: true), to: metricsPath, mode: 0o644, isMetrics: true)
+            progress.withLock { $0.lastMetrics = now }
         }
     }
 
-    /// Removes the snapshot at shutdown: `status` then says the service is not running.
-    public func clear() { try? FileManager.default.removeItem(atPath: statusPath) }
+    /// Replaces one file; logs the first failure and the recovery, once each.
+    @discardableResult
+    private func write(_ text: String, to path: String, mode: mode_t, isMetrics: Bool) -> Bool {
+        var failure: String?
+        do {
+            try AtomicFile.write(Array(text.utf8), to: path, mode: mode)
+        } catch {
+            failure = error.description
+        }
+        let what = isMetrics ? "metrics file" : "status file"
+        let previous = progress.withLock { p -> String? in
+            let previous = isMetrics ? p.metricsError : p.statusError
+            if isMetrics { p.metricsError = failure } else { p.statusError = failure }
+            return previous
+        }
+        if let failure, previous == nil {
+            logger.error("cannot write the \(what); retrying", [("path", path), ("error", failure)])
+        } else if failure == nil, previous != nil {
+            logger.info("the \(what) is written again", [("path", path)])
+        }
+        return failure == nil
+    }
 
     func snapshot() -> JSONValue {
         let stats = try? spool.stats()
         let tally = pipeline.currentTally
         var delivery: JSONValue = .object([("state", .string("local spool only"))])
-        if let forwarder {
+        if let forwarder = forwarder() {
             let health = forwarder.currentHealth
             let fstats = forwarder.currentStats
             let (state, reason): (String, String?) = {
                 switch health {
                 case .healthy: return ("delivering", nil)
                 case .failing(let reason, _): return ("failing", reason)
-                case .authPaused(let reason, _): return ("paused", reason)
+                case .paused(let reason, _): return ("paused", reason)
                 }
             }()
             delivery = .object([
@@ -129,12 +175,21 @@ public final class StatusReporter: Sendable {
             ("reads", .object(tally.reads.sorted { $0.key < $1.key }.map { ($0.key, .integer($0.value)) })),
             ("lastReads", .object(lastReads)),
             ("lastError", (tally.lastError ?? stats?.lastError).map(JSONValue.string) ?? .null),
+            (
+                "metrics",
+                metricsPath.map { path in
+                    .object([
+                        ("path", .string(path)),
+                        ("lastError", progress.withLock { $0.metricsError }.map(JSONValue.string) ?? .null),
+                    ])
+                } ?? .null
+            ),
         ])
     }
 
-    func metrics() -> String {
+    func metrics(up: Bool) -> String {
         var m = MetricsText()
-        m.add("plings_bridge_up", 1, help: "1 while the service runs")
+        m.add("plings_bridge_up", up ? 1 : 0, help: "1 while the service runs")
         for (key, value) in pipeline.currentTally.reads.sorted(by: { $0.key < $1.key }) {
             let parts = key.split(separator: "/").map(String.init)
             guard parts.count == 2 else { continue }
@@ -152,7 +207,7 @@ public final class StatusReporter: Sendable {
                 "plings_bridge_oldest_pending_age_seconds", stats.oldestPendingAge ?? 0,
                 help: "Age of the oldest pending scan (0 when none)")
         }
-        if let forwarder {
+        if let forwarder = forwarder() {
             let s = forwarder.currentStats
             m.add(
                 "plings_bridge_delivery_attempts_total", Double(s.attempts), help: "Delivery attempts", type: "counter")
@@ -171,11 +226,6 @@ public final class StatusReporter: Sendable {
         return m.text
     }
 
-    static func writeAtomically(_ text: String, to path: String) {
-        let temporary = path + ".tmp-\(getpid())"
-        guard FileManager.default.createFile(atPath: temporary, contents: Data(text.utf8)) else { return }
-        if rename(temporary, path) != 0 { try? FileManager.default.removeItem(atPath: temporary) }
-    }
 }
 
 extension JSONValue {

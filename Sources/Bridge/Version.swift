@@ -1,5 +1,5 @@
 /// The release version, shown by `plings-bridge version` and sent as `User-Agent: plings-bridge/<version>`.
 public enum BridgeVersion {
-    public static let current = "0.1.0"
+    public static let current = "0.2.0"
     public static var userAgent: String { "plings-bridge/\(current)" }
 }

@@ -134,6 +134,7 @@ public final class RunningProcess: @unchecked Sendable {
             guard let self else { return }
             self.lock.lock()
             self.errText.append(data)
+            self.lock.broadcast()
             self.lock.unlock()
         }
         process.terminationHandler = { [weak self] _ in
@@ -188,6 +189,19 @@ public final class RunningProcess: @unchecked Sendable {
             }
             if closed { return nil }
             if !lock.wait(until: deadline) { return nil }
+        }
+    }
+
+    /// Waits (bounded) until a stderr (log) line satisfies `predicate`; returns it, or nil on timeout or exit.
+    @discardableResult
+    public func waitForLogLine(timeout: Double, where predicate: (String) -> Bool) -> String? {
+        let deadline = Date().addingTimeInterval(timeout)
+        lock.lock()
+        defer { lock.unlock() }
+        while true {
+            let text = String(decoding: errText, as: UTF8.self)
+            if let line = text.split(separator: "\n").first(where: { predicate(String($0)) }) { return String(line) }
+            if terminated || !lock.wait(until: deadline) { return nil }
         }
     }
 

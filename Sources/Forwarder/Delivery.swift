@@ -59,7 +59,8 @@ public struct Delivery {
                 url: settings.url, headers: Delivery.headers(settings: settings, scanID: record.id),
                 body: Array(body.utf8), timeout: settings.timeout, allowHTTP: settings.allowInsecureHTTP)
             return DeliveryClassifier.classify(
-                status: response.status, retryAfterHeader: response.retryAfter, body: response.body)
+                status: response.status, retryAfterHeader: response.retryAfter, body: response.body,
+                location: response.location)
         } catch {
             if error.cancelled { return nil }
             return .retry(reason: error.message, retryAfter: nil)

@@ -1,50 +1,63 @@
 import BridgeCore
 import Foundation
 import Logging
+import Platform
 import Spool
 
-/// Drains pending scans from the spool to the API (design 2.3): per-identifier capture order, bounded
-/// concurrency across identifiers, backoff that never drops a scan, one log line per change of health.
+/// Drains pending scans from the spool to the API (docs/contracts.md, "HTTP request"): per-identifier capture
+/// order, bounded concurrency across identifiers, backoff that never drops a scan, one log line per change of
+/// health.
 ///
 /// One coordinator thread claims due scans and hands them to `concurrency` worker threads, each with its own
-/// keep-alive HTTP client. All of them block (condition variable, libcurl) and none runs on the Swift
+/// keep-alive HTTP client. All of them block (a condition variable, libcurl) and none runs on the Swift
 /// cooperative pool. When idle the coordinator sleeps until a scan is committed (`wake`), the earliest backoff
 /// ends, or another process changes the spool (checked every 2 s through SQLite's `data_version`).
-public final class Forwarder: @unchecked Sendable {
-    // All mutable state below is guarded by `condition`.
-    private let condition = NSCondition()
-    private var settings: APISettings
-    private var stopping = false
-    private var wakeRequested = true
-    private var jobs: [ScanRecord] = []
-    private var inFlight: [String: String] = [:]  // scan id -> identifier
-    private var health: Health = .healthy
-    private var consecutiveFailures = 0
-    private var notBefore: Date?
-    private var workersRunning = 0
-    private var coordinatorRunning = false
-    private var clients: [HTTPClient] = []
-    private var stats = Stats()
-    /// Consecutive failures to claim from the spool (disk full, I/O error), for backoff and one log line.
-    private var spoolFailures = 0
+///
+/// Every wait is on the monotonic clock. The spool's times (`next_attempt_at`, leases) are wall-clock times,
+/// because they outlive the process; a wall clock stepped back makes them lie far ahead, so the spool treats a
+/// time further ahead than `Spool.longestWait` as due now (a step forward just makes waits end early).
+public final class Forwarder: Service {
+    /// Everything that changes, guarded by one monitor.
+    private struct State {
+        var settings: APISettings
+        var stopping = false
+        var wakeRequested = true
+        var jobs: [(record: ScanRecord, settings: APISettings)] = []
+        var inFlight: [String: String] = [:]  // scan id -> identifier
+        var health: Health = .healthy
+        /// `MonotonicClock` time health became `.failing`, for the "down for" figure.
+        var failingSince: Double = 0
+        var consecutiveFailures = 0
+        /// `MonotonicClock` time before which no probe is sent while failing or paused.
+        var notBefore: Double?
+        var workersRunning = 0
+        var coordinatorRunning = false
+        var clients: [HTTPClient] = []
+        var stats = Stats()
+        /// Consecutive failures to claim from the spool (disk full, I/O error), for backoff and one log line.
+        var spoolFailures = 0
+    }
 
+    public let name = "forwarder"
+    private let state: Monitor<State>
     private let spool: Spool
     private let logger: Logger
     private let backoff = Backoff(base: 1, cap: 300)
-    /// How long an auth pause lasts before one probe is tried (a SIGHUP ends it at once).
-    public static let authPause: Double = 300
+    /// How long a delivery pause (refused token, redirect) lasts before one probe is tried (SIGHUP ends it).
+    public static let pauseDuration: Double = 300
     /// How long a claimed scan is reserved: the request timeout plus a margin. If this process dies, another
     /// `run` sends the scan again after this long (the idempotency key makes the repeat harmless).
     public static func lease(_ settings: APISettings) -> Double { settings.timeout + 5 }
 
-    /// How often other processes' spool changes are looked for while idle (design 2.4: "within about 2 s").
+    /// How often other processes' spool changes are looked for while idle (docs/contracts.md: "within about 2 s").
     public static let spoolCheckInterval: Double = 2
 
     /// Delivery health, for logs and `status`.
     public enum Health: Sendable, Equatable {
         case healthy
         case failing(reason: String, since: Date)
-        case authPaused(reason: String, until: Date)
+        /// The API refused the token, or the URL redirects: no delivery until a reload or the pause ends.
+        case paused(reason: String, until: Date)
     }
 
     /// Counters for metrics and benchmarks.
@@ -57,26 +70,29 @@ public final class Forwarder: @unchecked Sendable {
 
     public init(spool: Spool, settings: APISettings, logger: Logger) {
         self.spool = spool
-        self.settings = settings
+        self.state = Monitor(State(settings: settings))
         self.logger = logger
     }
 
-    public var currentHealth: Health { condition.withLock { health } }
-    public var currentStats: Stats { condition.withLock { stats } }
+    public var currentHealth: Health { state.withLock { $0.health } }
+    /// Requests in flight at once, fixed when the forwarder starts.
+    public var concurrency: Int { state.withLock { $0.settings.concurrency } }
+    public var currentStats: Stats { state.withLock { $0.stats } }
 
     /// Starts the coordinator and workers.
     public func start() {
-        condition.withLock {
-            coordinatorRunning = true
-            workersRunning = settings.concurrency
+        let concurrency = state.withLock { s in
+            s.coordinatorRunning = true
+            s.workersRunning = s.settings.concurrency
+            return s.settings.concurrency
         }
-        for index in 0..<settings.concurrency {
+        for index in 0..<concurrency {
             guard let client = HTTPClient() else {
                 logger.error("cannot create an HTTP client (libcurl)")
-                condition.withLock { workersRunning -= 1 }
+                state.update { $0.workersRunning -= 1 }
                 continue
             }
-            condition.withLock { clients.append(client) }
+            state.withLock { $0.clients.append(client) }
             let thread = Thread { [self] in workerLoop(client) }
             thread.name = "forwarder-\(index)"
             thread.start()
@@ -88,256 +104,267 @@ public final class Forwarder: @unchecked Sendable {
 
     /// A scan was committed: look for work now.
     public func wake() {
-        condition.withLock {
-            wakeRequested = true
-            condition.broadcast()
-        }
+        state.update { $0.wakeRequested = true }
     }
 
-    /// SIGHUP: new settings (token, URL...) and an auth pause ends at once.
+    /// SIGHUP: new settings (token, URL...) and a pause ends at once.
     public func reload(settings newSettings: APISettings) {
-        condition.withLock {
+        state.update { s in
             // Concurrency is fixed at start; the rest applies to the next request.
             var updated = newSettings
-            updated.concurrency = settings.concurrency
-            settings = updated
-            if case .authPaused = health {
-                health = .healthy
-                notBefore = nil
+            updated.concurrency = s.settings.concurrency
+            s.settings = updated
+            if case .paused = s.health {
+                s.health = .healthy
+                s.notBefore = nil
                 logger.info("delivery resumed: configuration reloaded")
             }
-            wakeRequested = true
-            condition.broadcast()
+            s.wakeRequested = true
         }
     }
 
-    /// Stops taking work; in-flight requests get until `timeout` to finish, then are abandoned (their scans
-    /// stay pending). Returns when every thread has stopped or the time is up.
-    public func stop(timeout: Double = 4.5) {
-        let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        stopping = true
-        jobs.removeAll()
-        condition.broadcast()
-        let graceful = Date().addingTimeInterval(max(0, timeout - 1))
-        while workersRunning > 0 || coordinatorRunning {
-            if Date() >= graceful { clients.forEach { $0.cancel() } }
-            if !condition.wait(until: min(deadline, Date().addingTimeInterval(0.25))), Date() >= deadline { break }
+    /// Stops taking work; in-flight requests get until one second before the monotonic `deadline` to finish,
+    /// then are cancelled (their scans stay pending). Scans claimed but not yet sent are released at once.
+    /// Returns when every thread has stopped or the deadline has passed.
+    public func stop(deadline: Double) {
+        let (clients, unsent) = state.update { s in
+            s.stopping = true
+            let unsent = s.jobs.map(\.record.id)
+            s.jobs.removeAll()
+            return (s.clients, unsent)
         }
-        condition.unlock()
+        for id in unsent { try? spool.release(id: id) }
+        let finished: (inout State) -> Bool = { $0.workersRunning == 0 && !$0.coordinatorRunning }
+        if !state.wait(until: deadline - 1, for: finished) {
+            clients.forEach { $0.cancel() }
+            state.wait(until: deadline, for: finished)
+        }
     }
+
+    /// `stop(deadline:)` with a deadline `timeout` seconds from now.
+    public func stop(timeout: Double = 4.5) { stop(deadline: MonotonicClock.deadline(after: timeout)) }
 
     // MARK: coordinator
 
+    /// What the coordinator does next, decided under the lock.
+    private enum Step {
+        case stop
+        case claim(capacity: Int, busy: Set<String>, lease: Double)
+        case sleep(until: Double)
+    }
+
     private func coordinatorLoop() {
         var lastDataVersion = (try? spool.dataVersion()) ?? 0
-        // The earliest due time of unclaimed pending scans, as last read from the spool.
-        var nextDue: Date?
-        condition.lock()
-        while !stopping {
-            let now = Date()
-            var waitUntil = now.addingTimeInterval(Forwarder.spoolCheckInterval)
-            let capacity: Int
-            switch health {
-            // Claim up to twice the workers so a worker never waits for the next claim transaction.
-            case .healthy: capacity = 2 * settings.concurrency - inFlight.count
-            // While failing or paused: one probe at a time, once the backoff is over.
-            case .failing, .authPaused:
-                let open = notBefore.map { now >= $0 } ?? true
-                capacity = open && inFlight.isEmpty ? 1 : 0
-                if !open, let notBefore { waitUntil = min(waitUntil, notBefore) }
-            }
-            if capacity > 0 {
-                if wakeRequested || (nextDue.map { $0 <= now } ?? false) {
-                    wakeRequested = false
-                    let busy = Set(inFlight.values)
-                    condition.unlock()
-                    var claimed: [ScanRecord] = []
-                    var spoolError: SpoolError?
-                    do {
-                        claimed = try spool.claimDeliverable(
-                            now: now, lease: Forwarder.lease(settings), limit: capacity, busy: busy)
-                    } catch {
-                        spoolError = error
-                    }
-                    // Nothing claimable: learn when the next identifier's head will be due (one scan of the pending
-                    // rows, only then). A scan waiting behind one of its identifier in flight is not counted:
-                    // that worker's completion wakes us.
-                    let due = claimed.isEmpty && spoolError == nil ? ((try? spool.nextDueTime()) ?? nil) : nextDue
-                    condition.lock()
-                    // A head due now that the claim did not take (another process leased it between the two
-                    // queries) gets a short timer rather than a busy loop.
-                    nextDue = due.map { $0 > now ? $0 : now.addingTimeInterval(0.5) }
-                    if let spoolError {
-                        // The spool refuses even our bookkeeping (disk full, I/O error): back off instead of
-                        // retrying at once, and say so once, not once per attempt.
-                        spoolFailures += 1
-                        let delay = min(30, 0.5 * Double(1 << min(spoolFailures, 6)))
-                        if spoolFailures == 1 {
-                            logger.error(
-                                "delivery: cannot use the spool; retrying with backoff",
-                                [("error", spoolError.description)])
-                        }
-                        nextDue = now.addingTimeInterval(delay)
-                        waitUntil = min(waitUntil, now.addingTimeInterval(delay))
-                        _ = condition.wait(until: waitUntil)
-                        if !stopping { wakeRequested = true }
-                        continue
-                    }
-                    if spoolFailures > 0 {
-                        logger.info("delivery: the spool is usable again", [("after", "\(spoolFailures) attempts")])
-                        spoolFailures = 0
-                    }
-                    if !claimed.isEmpty {
-                        for record in claimed {
-                            inFlight[record.id] = record.identifier ?? record.id
-                            jobs.append(record)
-                        }
-                        condition.broadcast()
-                        // There may be more due work than capacity: look again as soon as there is room.
-                        wakeRequested = claimed.count == capacity
-                        continue
-                    }
-                    if wakeRequested { continue }
+        // When the earliest unclaimed pending scan becomes due, on the monotonic clock.
+        var dueAt: Double?
+        loop: while true {
+            let now = MonotonicClock.now()
+            let step: Step = state.withLock { s in
+                if s.stopping { return .stop }
+                var sleepUntil = now + Forwarder.spoolCheckInterval
+                let capacity: Int
+                switch s.health {
+                // Claim up to twice the workers so a worker never waits for the next claim transaction.
+                case .healthy: capacity = 2 * s.settings.concurrency - s.inFlight.count
+                // While failing or paused: one probe at a time, once the backoff is over.
+                case .failing, .paused:
+                    let open = s.notBefore.map { now >= $0 } ?? true
+                    capacity = open && s.inFlight.isEmpty ? 1 : 0
+                    if !open, let notBefore = s.notBefore { sleepUntil = min(sleepUntil, notBefore) }
                 }
-                if let nextDue { waitUntil = min(waitUntil, max(nextDue, now)) }
+                if capacity > 0 {
+                    if s.wakeRequested || (dueAt.map { $0 <= now } ?? false) {
+                        s.wakeRequested = false
+                        return .claim(
+                            capacity: capacity, busy: Set(s.inFlight.values), lease: Forwarder.lease(s.settings))
+                    }
+                    if let dueAt { sleepUntil = min(sleepUntil, max(dueAt, now)) }
+                }
+                return .sleep(until: sleepUntil)
             }
-            let timedOut = !condition.wait(until: waitUntil)
-            if stopping { break }
-            if timedOut && !wakeRequested {
+            switch step {
+            case .stop:
+                break loop
+            case .claim(let capacity, let busy, let lease):
+                let wallNow = Date()
+                let claimed: [ScanRecord]
+                do {
+                    claimed = try spool.claimDeliverable(now: wallNow, lease: lease, limit: capacity, busy: busy)
+                } catch {
+                    spoolRefused(error, now: now)
+                    dueAt = nil
+                    continue
+                }
+                state.withLock { s in
+                    if s.spoolFailures > 0 {
+                        logger.info("delivery: the spool is usable again", [("after", "\(s.spoolFailures) attempts")])
+                        s.spoolFailures = 0
+                    }
+                }
+                if !claimed.isEmpty {
+                    state.update { s in
+                        for record in claimed {
+                            s.inFlight[record.id] = record.identifier ?? record.id
+                            s.jobs.append((record, s.settings))
+                        }
+                        // There may be more due work than capacity: look again as soon as there is room.
+                        if claimed.count == capacity { s.wakeRequested = true }
+                    }
+                    continue
+                }
+                // Nothing claimable: learn when the next identifier's head will be due (one scan of the pending
+                // rows, only then). A scan waiting behind one of its identifier in flight is not counted: that
+                // worker's completion wakes us. A head due now that the claim did not take (another process
+                // leased it between the two queries) gets a short timer rather than a busy loop.
+                let due = (try? spool.nextDueTime(now: wallNow)) ?? nil
+                dueAt = due.map { date in
+                    let wait = date.timeIntervalSince(wallNow)
+                    return wait > 0 ? now + min(wait, Spool.longestWait) : now + 0.5
+                }
+            case .sleep(let until):
+                let woken = state.wait(until: until) { $0.wakeRequested || $0.stopping }
+                if woken { continue }
                 // Other processes (`scan`, `spool retry`) change the spool without waking us: notice it.
-                condition.unlock()
                 let version = (try? spool.dataVersion()) ?? lastDataVersion
-                condition.lock()
                 if version != lastDataVersion {
                     lastDataVersion = version
-                    wakeRequested = true
+                    state.withLock { $0.wakeRequested = true }
                 }
             }
         }
-        coordinatorRunning = false
-        condition.broadcast()
-        condition.unlock()
+        state.update { $0.coordinatorRunning = false }
+    }
+
+    /// The spool refuses even our bookkeeping (disk full, I/O error): back off instead of retrying at once, and
+    /// say so once, not once per attempt.
+    private func spoolRefused(_ error: SpoolError, now: Double) {
+        let delay = state.withLock { s in
+            s.spoolFailures += 1
+            if s.spoolFailures == 1 {
+                logger.error("delivery: cannot use the spool; retrying with backoff", [("error", error.description)])
+            }
+            return min(30, 0.5 * Double(1 << min(s.spoolFailures, 6)))
+        }
+        state.wait(until: now + delay) { $0.stopping }
+        state.withLock { s in if !s.stopping { s.wakeRequested = true } }
     }
 
     // MARK: workers
 
     private func workerLoop(_ client: HTTPClient) {
         while true {
-            condition.lock()
-            while jobs.isEmpty && !stopping { condition.wait() }
-            if stopping {
-                workersRunning -= 1
-                condition.broadcast()
-                condition.unlock()
+            var job: (record: ScanRecord, settings: APISettings)?
+            state.wait { s in
+                if s.stopping { return true }
+                guard !s.jobs.isEmpty else { return false }
+                job = s.jobs.removeFirst()
+                s.stats.attempts += 1
+                return true
+            }
+            guard let (record, settings) = job else {
+                state.update { $0.workersRunning -= 1 }
                 return
             }
-            let record = jobs.removeFirst()
-            let current = settings
-            stats.attempts += 1
-            condition.unlock()
-
-            let outcome = Delivery(settings: current, client: client).attempt(record)
+            let outcome = Delivery(settings: settings, client: client).attempt(record)
             let now = Date()
-            let transition = condition.withLock { apply(outcome, to: record, now: now) }
+            let retryAt = state.withLock { apply(outcome, settings: settings, now: now, to: &$0) }
             // Record first, then free the identifier: the next scan of it is claimed only once this one's
             // outcome is durable.
-            store(outcome, record: record, now: now, retryAt: transition.retryAt)
-            let except = condition.withLock {
-                inFlight.removeValue(forKey: record.id)
-                return Set(inFlight.keys)
+            Forwarder.record(outcome, id: record.id, retryAt: retryAt.time, now: now, spool: spool, logger: logger)
+            let except = state.withLock { s in
+                s.inFlight.removeValue(forKey: record.id)
+                return Set(s.inFlight.keys)
             }
-            if transition.backlogDue { _ = try? spool.makeBackoffDue(now: now, except: except) }
+            if retryAt.backlogDue { _ = try? spool.makeBackoffDue(now: now, except: except) }
             wake()
         }
     }
 
-    /// Updates health from one outcome (under the lock); logs only when health changes.
-    private func apply(_ outcome: DeliveryOutcome?, to record: ScanRecord, now: Date) -> (
-        retryAt: Date?, backlogDue: Bool
+    /// Updates health from one outcome (under the lock); logs only when health changes. Returns the wall-clock
+    /// time of the scan's next attempt (for a retry) and whether the whole backlog is due again (recovery).
+    private func apply(_ outcome: DeliveryOutcome?, settings: APISettings, now: Date, to s: inout State) -> (
+        time: Date?, backlogDue: Bool
     ) {
         guard let outcome else { return (nil, false) }
+        let monotonic = MonotonicClock.now()
         switch outcome {
         case .delivered, .dead:
-            if case .delivered = outcome { stats.delivered += 1 } else { stats.dead += 1 }
+            if case .delivered = outcome { s.stats.delivered += 1 } else { s.stats.dead += 1 }
             var recovered = false
-            switch health {
+            switch s.health {
             case .healthy: break
-            case .failing(_, let since):
+            case .failing:
                 logger.info(
                     "delivery resumed: the API answers again",
                     [
-                        ("downFor", String(format: "%.1fs", now.timeIntervalSince(since))),
-                        ("failedAttempts", String(consecutiveFailures)),
+                        ("downFor", String(format: "%.1fs", monotonic - s.failingSince)),
+                        ("failedAttempts", String(s.consecutiveFailures)),
                     ])
                 recovered = true
-            case .authPaused:
-                logger.info("delivery resumed: the API accepts the token again")
+            case .paused:
+                logger.info("delivery resumed: the API accepts the requests again")
                 recovered = true
             }
-            health = .healthy
-            consecutiveFailures = 0
-            notBefore = nil
+            s.health = .healthy
+            s.consecutiveFailures = 0
+            s.notBefore = nil
             return (nil, recovered)
         case .retry(let reason, let retryAfter):
-            stats.failures += 1
+            s.stats.failures += 1
             let delay = backoff.delay(
-                attempt: consecutiveFailures, retryAfter: retryAfter, random: Double.random(in: 0...1))
-            consecutiveFailures += 1
-            if case .healthy = health {
+                attempt: s.consecutiveFailures, retryAfter: retryAfter, random: Double.random(in: 0...1))
+            s.consecutiveFailures += 1
+            if case .healthy = s.health {
                 logger.warn(
                     "delivery failing: scans stay pending and are retried with backoff",
                     [("reason", reason), ("url", settings.url)])
-                health = .failing(reason: reason, since: now)
+                s.health = .failing(reason: reason, since: now)
+                s.failingSince = monotonic
             }
-            let retryAt = now.addingTimeInterval(delay)
-            notBefore = retryAt
-            return (retryAt, false)
-        case .authPaused(let reason):
-            stats.failures += 1
-            if case .authPaused = health {
+            s.notBefore = monotonic + delay
+            return (now.addingTimeInterval(delay), false)
+        case .authPaused(let reason), .redirected(let reason):
+            s.stats.failures += 1
+            if case .paused = s.health {
+            } else if case .redirected = outcome {
+                logger.error(
+                    "delivery paused: api.url redirects and redirects are not followed (the token would go "
+                        + "elsewhere); fix api.url and send SIGHUP (retrying in 5 min)",
+                    [("reason", reason), ("url", settings.url)])
             } else {
                 logger.error(
                     "delivery paused: the API refused the token; fix it and send SIGHUP (retrying in 5 min)",
                     [("reason", reason)])
             }
-            let until = now.addingTimeInterval(Forwarder.authPause)
-            health = .authPaused(reason: reason, until: until)
-            notBefore = until
+            s.health = .paused(reason: reason, until: now.addingTimeInterval(Forwarder.pauseDuration))
+            s.notBefore = monotonic + Forwarder.pauseDuration
             return (nil, false)
         }
     }
 
-    /// Writes the attempt's result to the spool (outside the lock: it is a disk write).
-    private func store(_ outcome: DeliveryOutcome?, record: ScanRecord, now: Date, retryAt: Date?) {
+    /// Writes one attempt's result to the spool, exactly as the service and `scan`'s one attempt both record
+    /// it (outside any lock: it is a disk write). A nil outcome (cancelled at shutdown) releases the scan.
+    public static func record(
+        _ outcome: DeliveryOutcome?, id: String, retryAt: Date?, now: Date, spool: Spool, logger: Logger
+    ) {
         do {
             switch outcome {
             case nil:
-                try spool.release(id: record.id)
+                try spool.release(id: id)
             case .delivered(let response)?:
-                try spool.recordOutcome(id: record.id, outcome: .delivered(response: response), now: now)
-                logger.debug("scan delivered", [("id", record.id)])
+                try spool.recordOutcome(id: id, outcome: .delivered(response: response), now: now)
+                logger.debug("scan delivered", [("id", id)])
             case .dead(let reason, let response)?:
-                try spool.recordOutcome(id: record.id, outcome: .dead(reason: reason, response: response), now: now)
+                try spool.recordOutcome(id: id, outcome: .dead(reason: reason, response: response), now: now)
                 logger.warn(
-                    "scan refused by the API: kept as dead (spool retry revives it)",
-                    [("id", record.id), ("reason", reason)])
+                    "scan refused by the API: kept as dead (spool retry revives it)", [("id", id), ("reason", reason)])
             case .retry(let reason, _)?:
-                try spool.recordOutcome(
-                    id: record.id, outcome: .retry(reason: reason, nextAttempt: retryAt ?? now), now: now)
-            case .authPaused(let reason)?:
-                try spool.recordPaused(id: record.id, reason: reason, now: now)
+                try spool.recordOutcome(id: id, outcome: .retry(reason: reason, nextAttempt: retryAt ?? now), now: now)
+            case .authPaused(let reason)?, .redirected(let reason)?:
+                try spool.recordPaused(id: id, reason: reason, now: now)
             }
         } catch {
-            logger.error("delivery: cannot record the outcome", [("id", record.id), ("error", error.description)])
+            logger.error("delivery: cannot record the outcome", [("id", id), ("error", error.description)])
         }
-    }
-}
-
-extension NSCondition {
-    func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        lock()
-        defer { unlock() }
-        return try body()
     }
 }

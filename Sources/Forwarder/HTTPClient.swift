@@ -1,10 +1,11 @@
 import CCurlShim
 import Foundation
 
-/// An HTTP answer: status, the `Retry-After` header, and the body (capped).
+/// An HTTP answer: status, the `Retry-After` and `Location` headers, and the body (capped).
 public struct HTTPResponse: Sendable {
     public var status: Int
     public var retryAfter: String?
+    public var location: String?
     public var body: [UInt8]
 }
 
@@ -20,13 +21,12 @@ public struct HTTPTransportError: Error, CustomStringConvertible, Sendable {
 ///
 /// libcurl rather than FoundationNetworking's URLSession: design section 4 measured URLSession's RSS growing
 /// over 13k requests, whole-second timeouts and 34 MB of ICU data in a static binary; libcurl keeps memory
-/// flat (measured in docs/benchmarks.md) and is already a Debian library. Each client is used by one thread;
-/// only `cancel()` is called from others (it sets a flag libcurl's progress callback polls), hence the
-/// unchecked Sendable.
+/// flat (measured in docs/benchmarks.md) and is already a Debian library.
 public final class HTTPClient: @unchecked Sendable {
+    // @unchecked Sendable: `post` is called by one thread only (the worker that owns this client); the one
+    // call made from other threads, `cancel()`, is an atomic store in the C shim (`atomic_int`), which
+    // libcurl's progress callback reads with an atomic load.
     private let handle: OpaquePointer
-    /// Set from another thread to abort the transfer in progress (shutdown).
-    private let cancelFlag = UnsafeMutablePointer<Int32>.allocate(capacity: 1)
     public static let maximumBody = 1 << 20
 
     private static let globalInit: Void = { _ = plings_http_global_init() }()
@@ -35,16 +35,14 @@ public final class HTTPClient: @unchecked Sendable {
         HTTPClient.globalInit
         guard let client = plings_http_client_new() else { return nil }
         handle = client
-        cancelFlag.initialize(to: 0)
     }
 
     deinit {
         plings_http_client_free(handle)
-        cancelFlag.deallocate()
     }
 
-    /// Aborts the request in progress, if any, and every later one until `resume`.
-    public func cancel() { cancelFlag.pointee = 1 }
+    /// Aborts the request in progress, if any, and every later one (shutdown). Safe from any thread.
+    public func cancel() { plings_http_client_cancel(handle) }
 
     /// POSTs `body`. Throws `HTTPTransportError` when no HTTP answer arrived.
     public func post(url: String, headers: [String], body: [UInt8], timeout: Double, allowHTTP: Bool)
@@ -60,7 +58,7 @@ public final class HTTPClient: @unchecked Sendable {
                     bodyBytes.withMemoryRebound(to: CChar.self) { bodyChars in
                         plings_http_post(
                             handle, url, constHeaders.baseAddress, Int32(headers.count), bodyChars.baseAddress,
-                            bodyChars.count, timeoutMs, cancelFlag, HTTPClient.maximumBody, allowHTTP ? 1 : 0, &result)
+                            bodyChars.count, timeoutMs, HTTPClient.maximumBody, allowHTTP ? 1 : 0, &result)
                     }
                 }
             }
@@ -70,13 +68,18 @@ public final class HTTPClient: @unchecked Sendable {
             let message = withUnsafeBytes(of: result.error) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
-            throw HTTPTransportError(curlCode: result.curl_code, message: message, cancelled: cancelFlag.pointee != 0)
+            throw HTTPTransportError(curlCode: result.curl_code, message: message, cancelled: plings_http_client_cancelled(handle) != 0)
         }
         let retryAfter = withUnsafeBytes(of: result.retry_after) { raw in
             String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
         }
+        let location = withUnsafeBytes(of: result.location) { raw in
+            String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+        }
         let bytes = result.body.map { Array(UnsafeBufferPointer(start: $0, count: result.body_len)) } ?? []
-        return HTTPResponse(status: result.status, retryAfter: retryAfter.isEmpty ? nil : retryAfter, body: bytes)
+        return HTTPResponse(
+            status: result.status, retryAfter: retryAfter.isEmpty ? nil : retryAfter,
+            location: location.isEmpty ? nil : location, body: bytes)
     }
 
     /// The linked libcurl's version string.

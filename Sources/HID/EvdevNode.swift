@@ -1,5 +1,6 @@
 import CEvdevShim
 import Glibc
+import Platform
 
 /// The evdev ioctls the reader needs, on an open fd. Each returns or throws `SystemError`; callers decide
 /// what is fatal (on a pipe or a pty every one fails with `ENOTTY`, which is a warning there).

@@ -1,8 +1,10 @@
 import BridgeCore
+import CEvdevShim
 import Foundation
 import Glibc
 import Logging
 import Synchronization
+import Platform
 
 /// The USB HID scanner source: finds scanners through udev, follows hot-plug, grabs each one, decodes its
 /// keystrokes and submits every completed line as a `Read` (`source.kind = hid`, device = stable name).
@@ -72,12 +74,9 @@ public final class HIDSource: Sendable {
 
     private static func makeWakePipe() -> (Int32, Int32) {
         var fds: [Int32] = [-1, -1]
-        // Without a wake pipe stop() still works: the loop then polls with a 200 ms timeout.
-        guard pipe(&fds) == 0 else { return (-1, -1) }
-        for fd in fds {
-            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
-            _ = try? EvdevNode.setNonBlocking(fd)
-        }
+        // Without a wake pipe stop() still works: the loop then polls with a 200 ms timeout. Close-on-exec is set
+        // atomically at creation (a process spawned by another thread in between must not inherit the pipe).
+        guard plings_wake_pipe(&fds) == 0 else { return (-1, -1) }
         return (fds[0], fds[1])
     }
 
@@ -241,8 +240,8 @@ public final class HIDSource: Sendable {
                 }
             }
             if processCommands(state) { changed = true }
-            if retryOpens(state, now: Monotonic.now()) { changed = true }
-            state.reader.tick(now: Monotonic.now())
+            if retryOpens(state, now: MonotonicClock.now()) { changed = true }
+            state.reader.tick(now: MonotonicClock.now())
             if changed { publish(state) }
         }
     }
@@ -252,7 +251,7 @@ public final class HIDSource: Sendable {
         var deadline = state.reader.nearestDeadline()
         for open in state.pending where open.next < (deadline ?? .infinity) { deadline = open.next }
         guard let deadline else { return wakeRead >= 0 ? -1 : 200 }
-        let milliseconds = ((deadline - Monotonic.now()) * 1000).rounded(.up)
+        let milliseconds = ((deadline - MonotonicClock.now()) * 1000).rounded(.up)
         return Int32(max(0, min(milliseconds, 60_000)))
     }
 
@@ -272,7 +271,7 @@ public final class HIDSource: Sendable {
             case .attach(let fd, let identity):
                 state.reader.attach(fd: fd, identity: identity)
             case .open(let device, let identity):
-                open(device, identity: identity, state: state, now: Monotonic.now())
+                open(device, identity: identity, state: state, now: MonotonicClock.now())
             }
         }
         return !commands.isEmpty
@@ -300,7 +299,7 @@ public final class HIDSource: Sendable {
                 }
             }
             let names = ScannerMatcher.stableNames(scanners.map(\.0))
-            let now = Monotonic.now()
+            let now = MonotonicClock.now()
             for (device, verdict) in scanners {
                 let name = names[device.devnode] ?? device.devnode
                 logger.info(
@@ -394,7 +393,7 @@ public final class HIDSource: Sendable {
                     "scanner plugged in", [("device", name), ("devnode", device.devnode), ("reason", verdict.reason)])
                 let before = state.reader.scanners.count
                 self.open(
-                    device, identity: identity(device, name: name, verdict: verdict), state: state, now: Monotonic.now()
+                    device, identity: identity(device, name: name, verdict: verdict), state: state, now: MonotonicClock.now()
                 )
                 if state.reader.scanners.count != before { changed = true }
             case .remove:

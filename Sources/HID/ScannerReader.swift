@@ -2,6 +2,7 @@ import BridgeCore
 import Foundation
 import Glibc
 import Logging
+import Platform
 
 /// What the reader needs to decode one scanner: who it is and how it types.
 struct ScannerIdentity: Sendable {
@@ -122,7 +123,7 @@ final class ScannerReader {
     /// Reads everything `fd` has now (until EAGAIN). Returns false when the device is gone (EOF, ENODEV, EIO)
     /// and has been detached.
     @discardableResult
-    func drain(fd: Int32, hangUp: Bool = false, now: () -> Double = Monotonic.now) -> Bool {
+    func drain(fd: Int32, hangUp: Bool = false, now: () -> Double = MonotonicClock.now) -> Bool {
         guard let scanner = scanners[fd] else { return false }
         while true {
             let count: Int

@@ -1,6 +1,7 @@
 import CUDev
 import Foundation
 import Glibc
+import Platform
 
 /// A libudev context: enumeration and the hot-plug monitor.
 ///

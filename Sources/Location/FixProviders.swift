@@ -9,7 +9,7 @@ public enum LocationSource {
 
     /// GPS first, then the fixed location; `NoFixProvider` when location is disabled.
     ///
-    /// The returned client (nil when disabled) is already started: call `waitForFirstReport(timeout:)` for a
+    /// The returned client (nil when disabled) is not started yet (`start()`); then call `waitForLiveFix(timeout:)` for a
     /// one-shot command, `readTime(now:)` for the read's timestamp, and `stop()` at shutdown. With
     /// `location.gpsd` set to an empty string, no gpsd is asked and only the fixed location is used.
     public static func makeFixProvider(
@@ -21,7 +21,6 @@ public enum LocationSource {
         var client: GPSClient?
         if !location.gpsd.trimmingCharacters(in: .whitespaces).isEmpty {
             let gps = GPSClient(config: location, logger: logger)
-            gps.start()
             providers.append(gps)
             client = gps
         }

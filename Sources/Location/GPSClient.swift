@@ -4,6 +4,7 @@ import Foundation
 import Glibc
 import Logging
 import Synchronization
+import Platform
 
 /// What `plings-bridge gps` shows: the connection and the last fix, with its age.
 public struct GPSStatus: Sendable, Equatable {
@@ -34,7 +35,7 @@ public struct GPSStatus: Sendable, Equatable {
 /// `currentFix()` is a Mutex-protected read of that cache, never I/O: it sits on every read (design 2.2). The
 /// thread reconnects with backoff (0.5 s doubling to 30 s) when gpsd is absent, killed or restarted, and logs one
 /// line per state change (connected, lost, waiting), never one per attempt.
-public final class GPSClient: FixProvider, Sendable {
+public final class GPSClient: Service, FixProvider, Sendable {
     /// A connection handle; only the client thread opens and closes it, `stop()` only interrupts it.
     private final class Connection: @unchecked Sendable {
         // The pointer is immutable; `plings_gps_interrupt` (shutdown(2)) is safe from any thread while the
@@ -67,14 +68,16 @@ public final class GPSClient: FixProvider, Sendable {
         var link = LinkState.none
     }
 
+    public let name = "gpsd"
     public let config: BridgeConfig.Location
     private let address: GPSDAddress?
     private let policy: FixPolicy
     private let logger: Logger
     private let state = Mutex(State())
-    /// Wakes waiters (first report, backoff sleep, thread exit). Mutations of `state` that waiters care about
-    /// are followed by `wake()`, which takes this lock, so a wake-up can never fall between check and wait.
-    private let events = NSCondition()
+    /// Wakes waiters (first report, live fix, backoff sleep) on the monotonic clock. Mutations of `state` that
+    /// waiters care about are followed by `wake()`, which takes this monitor's lock; waiters check `state` under
+    /// it, so a wake-up can never fall between check and wait. (The counter itself is only a change marker.)
+    private let events = Monitor(0)
     private let finished = DispatchSemaphore(value: 0)
 
     static let initialBackoff = 0.5
@@ -128,7 +131,10 @@ public final class GPSClient: FixProvider, Sendable {
 
     /// Stops the thread: interrupts a blocked read with shutdown(2) and wakes a backoff sleep. Returns within
     /// about 1 s even if the thread is stuck in a slow connect (it then exits on its own).
-    public func stop() {
+    public func stop() { stop(deadline: MonotonicClock.deadline(after: 1)) }
+
+    /// `stop()`, returning by the monotonic `deadline` at the latest.
+    public func stop(deadline: Double) {
         let started = state.withLock { s -> Bool in
             s.stopping = true
             if let connection = s.connection { plings_gps_interrupt(connection.pointer) }
@@ -136,19 +142,17 @@ public final class GPSClient: FixProvider, Sendable {
         }
         wake()
         guard started else { return }
-        if finished.wait(timeout: .now() + 1.0) == .success { finished.signal() }  // idempotent
+        let wait = max(0, min(1, deadline - MonotonicClock.now()))
+        if finished.wait(timeout: .now() + wait) == .success { finished.signal() }  // idempotent
     }
 
     // MARK: the read path
 
     /// The fix fresh now, or nil: a cached read under a lock, never I/O.
     public func currentFix() -> LocationFix? {
-        let monotonic = Self.monotonicNow()
-        let system = Self.systemNow()
+        let monotonic = MonotonicClock.now()
         return state.withLock { s -> LocationFix? in
-            guard let fix = s.fix,
-                policy.isFresh(fix, monotonicNow: monotonic, systemNow: system, clockTrusted: !s.clockUnsynchronised)
-            else { return nil }
+            guard let fix = s.fix, policy.isFresh(fix, monotonicNow: monotonic) else { return nil }
             let location = fix.locationFix
             return location.isValid ? location : nil
         }
@@ -158,7 +162,7 @@ public final class GPSClient: FixProvider, Sendable {
     /// clock was found unsynchronised, the last live fix's GPS time plus the monotonic time since it arrived.
     public func readTime(now: Date) -> Date {
         guard config.timeFromGPS else { return now }
-        let monotonic = Self.monotonicNow()
+        let monotonic = MonotonicClock.now()
         let recent = state.withLock { s -> GPSFix? in
             guard let fix = s.liveFix, policy.age(of: fix, monotonicNow: monotonic) < policy.maxFixAge else {
                 return nil
@@ -174,7 +178,7 @@ public final class GPSClient: FixProvider, Sendable {
 
     /// A snapshot for `plings-bridge gps` and `doctor`.
     public func status() -> GPSStatus {
-        let monotonic = Self.monotonicNow()
+        let monotonic = MonotonicClock.now()
         let system = Self.systemNow()
         return state.withLock { s in
             var offset: Double?
@@ -183,7 +187,7 @@ public final class GPSClient: FixProvider, Sendable {
             }
             let fresh =
                 s.fix.map {
-                    policy.isFresh($0, monotonicNow: monotonic, systemNow: system, clockTrusted: !s.clockUnsynchronised)
+                    policy.isFresh($0, monotonicNow: monotonic)
                 } ?? false
             return GPSStatus(
                 connected: s.connected, mode: s.lastMode, latitude: s.fix?.latitude, longitude: s.fix?.longitude,
@@ -197,40 +201,35 @@ public final class GPSClient: FixProvider, Sendable {
     /// Returns false at once when the first connection attempt failed (a refused connection costs no wait).
     @discardableResult
     public func waitForFirstReport(timeout: Double) -> Bool {
-        let deadline = Date().addingTimeInterval(max(0, timeout))
-        events.lock()
-        defer { events.unlock() }
-        while true {
-            let (reports, failed, stopping) = state.withLock { s in
-                (s.reports, s.attempts > 0 && s.lastAttemptFailed && !s.connected, s.stopping)
-            }
-            if reports > 0 { return true }
-            if failed || stopping { return false }
-            if !events.wait(until: deadline) { return state.withLock { $0.reports > 0 } }
-        }
+        waitFor(timeout: timeout) { $0.reports > 0 }
     }
 
     /// Waits up to `timeout` seconds for a live fix (a streamed TPV, not gpsd's replayed cache); true when one is
-    /// held. `plings-bridge gps` uses it for the clock offset, which a replayed fix cannot tell.
+    /// held. A one-shot `scan` uses only such a fix: gpsd's `?POLL` answer repeats the last fix for as long as
+    /// the receiver is silent. Returns false at once when the first connection attempt failed.
     @discardableResult
     public func waitForLiveFix(timeout: Double) -> Bool {
-        let deadline = Date().addingTimeInterval(max(0, timeout))
-        events.lock()
-        defer { events.unlock() }
-        while true {
-            let (live, gone) = state.withLock { s in (s.liveFix != nil, s.stopping || !s.connected) }
-            if live { return true }
-            if gone { return false }
-            if !events.wait(until: deadline) { return state.withLock { $0.liveFix != nil } }
+        waitFor(timeout: timeout) { $0.liveFix != nil }
+    }
+
+    /// Waits until `done` holds, the connection fails or stops, or `timeout` seconds pass (monotonic).
+    private func waitFor(timeout: Double, _ done: @escaping (State) -> Bool) -> Bool {
+        let deadline = MonotonicClock.deadline(after: timeout)
+        var result = false
+        events.wait(until: deadline) { _ in
+            let (reached, failed, stopping) = state.withLock { s in
+                (done(s), s.attempts > 0 && s.lastAttemptFailed && !s.connected, s.stopping)
+            }
+            result = reached
+            return reached || failed || stopping
         }
+        return result || state.withLock { done($0) }
     }
 
     // MARK: the connection thread
 
     private func wake() {
-        events.lock()
-        events.broadcast()
-        events.unlock()
+        events.update { $0 &+= 1 }
     }
 
     private var isStopping: Bool { state.withLock { $0.stopping } }
@@ -338,7 +337,7 @@ public final class GPSClient: FixProvider, Sendable {
                 kind: raw.kind, flags: raw.flags, mode: raw.mode, latitude: raw.latitude, longitude: raw.longitude,
                 eph: raw.eph, epx: raw.epx, epy: raw.epy, time: raw.time, satellitesUsed: raw.satellites_used,
                 satellitesVisible: raw.satellites_visible)
-            apply(report, receivedAt: Self.monotonicNow())
+            apply(report, receivedAt: MonotonicClock.now())
         }
     }
 
@@ -394,24 +393,12 @@ public final class GPSClient: FixProvider, Sendable {
         if counted { wake() }
     }
 
-    /// Sleeps up to `seconds`, waking early on `stop()`.
+    /// Sleeps up to `seconds` (monotonic), waking early on `stop()`.
     private func sleep(_ seconds: Double) {
-        let deadline = Date().addingTimeInterval(seconds)
-        events.lock()
-        defer { events.unlock() }
-        while !isStopping {
-            if !events.wait(until: deadline) { return }
-        }
+        events.wait(until: MonotonicClock.deadline(after: seconds)) { _ in isStopping }
     }
 
     // MARK: clocks
-
-    /// CLOCK_MONOTONIC in seconds: ages never jump when the wall clock is set.
-    static func monotonicNow() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
 
     static func systemNow() -> Double {
         var ts = timespec()

@@ -2,6 +2,7 @@ import BridgeCore
 import Foundation
 import Glibc
 import Logging
+import Platform
 import Synchronization
 
 /// The NFC source: watches PC/SC readers through pcscd and turns each tap into one `Read`.
@@ -36,8 +37,8 @@ public final class NFCSource: Sendable {
     private let submit: @Sendable (Read) -> Void
     private let onTap: (@Sendable (NFCTapEvent) -> Void)?
     private let shared = Mutex(Shared())
-    /// Wakes back-off sleeps and `stop()`'s wait for the thread.
-    private let wakeup = NSCondition()
+    /// Wakes back-off sleeps and `stop()`'s wait for the thread (a change counter; waits are monotonic).
+    private let wakeup = Monitor(0)
 
     /// Creates the source; nothing happens before `start()`.
     ///
@@ -72,9 +73,7 @@ public final class NFCSource: Sendable {
             shared.withLock {
                 $0.finished = true; $0.contextHandle = nil
             }
-            wakeup.lock()
-            wakeup.broadcast()
-            wakeup.unlock()
+            wakeup.update { $0 &+= 1 }
         }
         thread.name = "nfc-pcsc"
         thread.start()
@@ -88,18 +87,16 @@ public final class NFCSource: Sendable {
             return state.started && !state.finished
         }
         guard running else { return }
-        let deadline = Date().addingTimeInterval(1.0)
-        wakeup.lock()
-        defer { wakeup.unlock() }
+        let deadline = MonotonicClock.deadline(after: 1.0)
         while !shared.withLock({ $0.finished }) {
             // Cancel under the lock that guards the handle, so the context cannot be released meanwhile. The
             // cancel is repeated because one sent just before the thread entered the wait would be lost.
             shared.withLock { state in
                 if let handle = state.contextHandle { PCSCContext.cancel(handle: handle) }
             }
-            wakeup.broadcast()
-            if Date() >= deadline { break }
-            _ = wakeup.wait(until: min(deadline, Date().addingTimeInterval(0.05)))
+            wakeup.update { $0 &+= 1 }
+            if MonotonicClock.now() >= deadline { break }
+            wakeup.wait(until: min(deadline, MonotonicClock.now() + 0.05)) { _ in shared.withLock { $0.finished } }
         }
         if !shared.withLock({ $0.finished }) {
             logger.warn("NFC reader thread did not stop within 1 s")
@@ -126,12 +123,7 @@ public final class NFCSource: Sendable {
 
     /// Sleeps up to `seconds` unless `stop()` is called.
     func pause(_ seconds: Double) {
-        let deadline = Date().addingTimeInterval(seconds)
-        wakeup.lock()
-        defer { wakeup.unlock() }
-        while !isStopping {
-            if !wakeup.wait(until: deadline) { return }
-        }
+        wakeup.wait(until: MonotonicClock.deadline(after: seconds)) { _ in isStopping }
     }
 
     var readerPatterns: [String] { config.readers }

@@ -1,5 +1,6 @@
 import BridgeCore
 import Foundation
+import Platform
 
 /// What happened on one tap, with its timings: the data `test-read` prints and the benchmark measures.
 ///
@@ -14,9 +15,9 @@ public struct NFCTapEvent: Sendable {
     public var kind: TagKind
     /// Wall-clock time the card was detected (the `Read`'s time).
     public var detectedAt: Date
-    /// `NFCClock` time the card was detected (when `SCardGetStatusChange` returned).
+    /// `MonotonicClock` time the card was detected (when `SCardGetStatusChange` returned).
     public var detectedMonotonic: Double
-    /// `NFCClock` time the read finished (before the submit).
+    /// `MonotonicClock` time the read finished (before the submit).
     public var finishedMonotonic: Double
     /// Seconds in `SCardConnect`.
     public var connectSeconds: Double

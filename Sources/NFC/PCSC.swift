@@ -1,6 +1,7 @@
 import BridgeCore
 import CPCSCLite
 import Foundation
+import Platform
 
 /// A PC/SC call that did not return `SCARD_S_SUCCESS`: the call's name and the pcsc-lite result code.
 ///
@@ -253,8 +254,8 @@ final class PCSCTransport: CardTransport {
 
     func transmit(_ apdu: [UInt8]) throws(CardTransportError) -> [UInt8] {
         count += 1
-        let start = NFCClock.now()
-        defer { transmitSeconds += NFCClock.now() - start }
+        let start = MonotonicClock.now()
+        defer { transmitSeconds += MonotonicClock.now() - start }
         do {
             return try card.transmit(apdu)
         } catch {
@@ -264,12 +265,3 @@ final class PCSCTransport: CardTransport {
     }
 }
 
-/// Seconds on CLOCK_MONOTONIC (never jumps with the wall clock).
-public enum NFCClock {
-    /// Now, in seconds from an arbitrary origin.
-    public static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
-    }
-}

@@ -1,6 +1,7 @@
 import BridgeCore
 import Foundation
 import Logging
+import Platform
 
 /// The loop on `NFCSource`'s thread: context lifecycle, reader list, the blocking wait, and the reads.
 ///
@@ -89,7 +90,7 @@ struct ReaderMonitor {
 
     /// Forgets the context after pcscd went away (or the context broke) and arranges a reconnect.
     private mutating func lose(_ error: PCSCError) {
-        let now = NFCClock.now()
+        let now = MonotonicClock.now()
         // A context that breaks again and again for the same reason logs once a minute, not once a second.
         let repeated = lastLoss.map { $0.code == error.code && now - $0.time < 60 } ?? false
         if !announcedDown && !repeated {
@@ -149,7 +150,7 @@ struct ReaderMonitor {
         readerErrors = 0
         failures = 0
         let detectedAt = Date()
-        let detected = NFCClock.now()
+        let detected = MonotonicClock.now()
         plugAndPlay = states[states.count - 1].event & ~ReaderFlags.changed
         for status in states.dropLast() {
             handle(status, context: context, detectedAt: detectedAt, detected: detected)
@@ -208,12 +209,12 @@ struct ReaderMonitor {
         var event = NFCTapEvent(
             reader: status.name, atr: status.atr, kind: kind, detectedAt: detectedAt, detectedMonotonic: detected,
             finishedMonotonic: detected, connectSeconds: 0, readSeconds: 0, transmitSeconds: 0, apduCount: 0)
-        let connectStart = NFCClock.now()
+        let connectStart = MonotonicClock.now()
         let card: PCSCCard
         do {
             card = try context.connect(reader: status.name)
         } catch {
-            let finished = NFCClock.now()
+            let finished = MonotonicClock.now()
             event.connectSeconds = finished - connectStart
             event.finishedMonotonic = finished
             event.error =
@@ -223,7 +224,7 @@ struct ReaderMonitor {
             fail(event)
             return
         }
-        let readStart = NFCClock.now()
+        let readStart = MonotonicClock.now()
         event.connectSeconds = readStart - connectStart
         var transport = PCSCTransport(card: card)
         let outcome: Result<TagReadResult, TagReadError>
@@ -232,7 +233,7 @@ struct ReaderMonitor {
         } catch {
             outcome = .failure(error)
         }
-        let finished = NFCClock.now()
+        let finished = MonotonicClock.now()
         // Disconnect after the submit: it is one more round trip to pcscd that the read does not wait for.
         defer { card.disconnect() }
         event.readSeconds = finished - readStart

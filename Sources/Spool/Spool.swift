@@ -1,11 +1,16 @@
 import BridgeCore
 import Foundation
 import Synchronization
+import Platform
 
 /// Why the spool could not do what was asked.
 public enum SpoolError: Error, CustomStringConvertible {
     case sqlite(SQLiteError)
     case newerSchema(found: Int, supported: Int)
+    /// Inspection found a spool the running service has not migrated yet (inspection never writes).
+    case olderSchema(found: Int, supported: Int)
+    /// Inspection was pointed at a file that is not a plings-bridge spool (it is left untouched).
+    case notASpool(String)
     case cannotCreateDirectory(String, String)
 
     public var description: String {
@@ -14,6 +19,11 @@ public enum SpoolError: Error, CustomStringConvertible {
         case .newerSchema(let found, let supported):
             return
                 "spool schema version \(found) is newer than this build supports (\(supported)); upgrade plings-bridge"
+        case .olderSchema(let found, let supported):
+            return "spool schema version \(found) is older than this build's (\(supported)); start the service once "
+                + "(it migrates the spool), then inspect it"
+        case .notASpool(let path):
+            return "\(path) is not a plings-bridge spool (no scans table); it was left untouched"
         case .cannotCreateDirectory(let path, let why): return "cannot create spool directory \(path): \(why)"
         }
     }
@@ -55,6 +65,7 @@ public final class Spool: Sendable {
                 throw .cannotCreateDirectory(directory, "\(error.localizedDescription)")
             }
         }
+        try Spool.createFileIfMissing(path)
         let db: SQLiteConnection
         do {
             db = try SQLiteConnection(path: path)
@@ -83,17 +94,62 @@ public final class Spool: Sendable {
         }
     }
 
-    /// Opens an existing spool read-only-ish for inspection; nil when the file does not exist (empty results).
+    /// Read-only: both connections are opened without write access, nothing is migrated or switched.
+    private init(inspecting path: String) throws(SpoolError) {
+        self.path = path
+        do {
+            let db = try SQLiteConnection(path: path, readOnly: true)
+            try db.execute("PRAGMA busy_timeout = \(Spool.busyTimeoutMilliseconds)")
+            // A file that is not a spool (another program's SQLite file, an empty file) is refused before any
+            // query could depend on our tables.
+            let version = try db.scalarInt("PRAGMA user_version") ?? 0
+            let tables = try db.scalarInt("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'scans'")
+            guard version > 0, tables == 1 else { throw SpoolError.notASpool(path) }
+            if version > Schema.currentVersion {
+                throw SpoolError.newerSchema(found: version, supported: Schema.currentVersion)
+            }
+            if version < Schema.currentVersion {
+                throw SpoolError.olderSchema(found: version, supported: Schema.currentVersion)
+            }
+            connection = Mutex(db)
+            bookkeeping = Mutex(try SQLiteConnection(path: path, readOnly: true))
+        } catch let error as SQLiteError {
+            throw .sqlite(error)
+        } catch let error as SpoolError {
+            throw error
+        } catch {
+            throw .sqlite(SQLiteError(code: -1, message: "\(error)", context: "open"))
+        }
+    }
+
+    /// Opens an existing spool read-only for inspection (`spool list|stats|export`, `status`): it changes
+    /// nothing, and refuses a file that is not a spool. Nil when the file does not exist (empty results).
     public static func openIfExists(path: String) throws(SpoolError) -> Spool? {
         guard FileManager.default.fileExists(atPath: path) else { return nil }
-        return try Spool(path: path)
+        return try Spool(inspecting: path)
+    }
+
+    /// Creates a new, empty spool file with the directory's group access (read and write bits only): in the
+    /// installed service's directory (`plings`, 0770) the file is 0660, so operators in group plings can add
+    /// scans, and SQLite gives its WAL files the same mode. Elsewhere 0600 (or 0640). The umask is bypassed.
+    static func createFileIfMissing(_ path: String) throws(SpoolError) {
+        var directory = stat()
+        let mode: mode_t =
+            stat((path as NSString).deletingLastPathComponent, &directory) == 0 ? 0o600 | (directory.st_mode & 0o060) : 0o600
+        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
+        if fd < 0 {
+            if errno == EEXIST { return }
+            throw .sqlite(SQLiteError(code: -1, message: String(cString: strerror(errno)), context: "create \(path)"))
+        }
+        _ = fchmod(fd, mode)
+        close(fd)
     }
 
     /// Switches to WAL. Changing the journal mode needs an exclusive lock and SQLite does not call the busy
     /// handler for it, so when another process is creating the same spool at that moment the switch fails
     /// with "database is locked": retry for up to the busy timeout. Already WAL (the usual case): no lock.
     static func enableWAL(_ db: SQLiteConnection) throws(SQLiteError) {
-        let deadline = MonotonicTime.now() + Double(busyTimeoutMilliseconds) / 1000
+        let deadline = MonotonicClock.now() + Double(busyTimeoutMilliseconds) / 1000
         var pause: UInt32 = 1000
         while true {
             do throws(SQLiteError) {
@@ -103,7 +159,7 @@ public final class Spool: Sendable {
                 throw SQLiteError(
                     code: 5, message: "journal mode stays \(mode.string(0) ?? "?")", context: "PRAGMA journal_mode")
             } catch {
-                guard error.isBusy, MonotonicTime.now() < deadline else { throw error }
+                guard error.isBusy, MonotonicClock.now() < deadline else { throw error }
                 usleep(pause)
                 pause = min(pause * 2, 50_000)
             }
@@ -330,6 +386,16 @@ public final class Spool: Sendable {
 
     // MARK: - Delivery
 
+    /// The longest wait the forwarder ever sets on a scan: a `Retry-After` (capped at one hour) or a lease (the
+    /// request timeout plus 5 s), with room to spare. A `next_attempt_at` further ahead than this was written
+    /// before the wall clock was stepped back (a box booting without a real-time clock, then NTP): such a scan
+    /// is due now, or it would wait for as long as the step.
+    public static let longestWait: Double = 2 * 3600
+
+    /// The SQL condition "due at ?1", where ?3 is ?1 + `longestWait` (see there).
+    static let dueCondition =
+        "(s.next_attempt_at IS NULL OR s.next_attempt_at <= ?1 OR s.next_attempt_at > ?3)"
+
     /// Claims up to `limit` scans that may be sent now: pending, due, and the oldest pending scan of their
     /// identifier (so a later scan never overtakes an earlier one), skipping identifiers in `busy`.
     ///
@@ -345,13 +411,14 @@ public final class Spool: Sendable {
                     """
                     SELECT \(Spool.columns) FROM scans AS s
                     WHERE s.state = 'pending' AND s.input IS NOT NULL
-                      AND (s.next_attempt_at IS NULL OR s.next_attempt_at <= ?1)
+                      AND \(Spool.dueCondition)
                       AND NOT EXISTS (SELECT 1 FROM scans AS e WHERE e.state = 'pending'
                                       AND e.identifier = s.identifier AND e.seq < s.seq)
                     ORDER BY s.seq LIMIT ?2
                     """)
                 try select.bind(1, Timestamp.format(now))
                 try select.bind(2, limit + busy.count)
+                try select.bind(3, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
                 var claimed: [ScanRecord] = []
                 while try select.step() {
                     let record = Spool.record(select)
@@ -378,13 +445,14 @@ public final class Spool: Sendable {
                 let select = try db.prepare(
                     """
                     SELECT \(Spool.columns) FROM scans AS s
-                    WHERE s.id = ?1 AND s.state = 'pending' AND s.input IS NOT NULL
-                      AND (s.next_attempt_at IS NULL OR s.next_attempt_at <= ?2)
+                    WHERE s.id = ?2 AND s.state = 'pending' AND s.input IS NOT NULL
+                      AND \(Spool.dueCondition)
                       AND NOT EXISTS (SELECT 1 FROM scans AS e WHERE e.state = 'pending'
                                       AND e.identifier = s.identifier AND e.seq < s.seq)
                     """)
-                try select.bind(1, id)
-                try select.bind(2, Timestamp.format(now))
+                try select.bind(1, Timestamp.format(now))
+                try select.bind(2, id)
+                try select.bind(3, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
                 guard try select.step() else { return nil }
                 let record = Spool.record(select)
                 try select.step()
@@ -399,15 +467,18 @@ public final class Spool: Sendable {
 
     /// The earliest time a pending scan that heads its identifier becomes due (scans behind an earlier one of
     /// their identifier wait for it, not for a time), for the forwarder's sleep; nil when none is pending.
-    public func nextDueTime() throws(SpoolError) -> Date? {
+    /// A time further ahead of `now` than `longestWait` counts as due (a wall clock stepped back).
+    public func nextDueTime(now: Date) throws(SpoolError) -> Date? {
         try withBookkeeping { db throws(SQLiteError) in
             let s = try db.prepare(
                 """
-                SELECT MIN(COALESCE(s.next_attempt_at, '')) FROM scans AS s
+                SELECT MIN(CASE WHEN s.next_attempt_at IS NULL OR s.next_attempt_at > ?1 THEN ''
+                                ELSE s.next_attempt_at END) FROM scans AS s
                 WHERE s.state = 'pending' AND s.input IS NOT NULL
                   AND NOT EXISTS (SELECT 1 FROM scans AS e WHERE e.state = 'pending'
                                   AND e.identifier = s.identifier AND e.seq < s.seq)
                 """)
+            try s.bind(1, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
             guard try s.step(), !s.isNull(0), let text = s.string(0) else { return nil }
             try s.step()
             return text.isEmpty ? Date(timeIntervalSince1970: 0) : Timestamp.parse(text)
@@ -490,15 +561,6 @@ public final class Spool: Sendable {
             try s.bind(1, id)
             try s.step()
         }
-    }
-}
-
-/// CLOCK_MONOTONIC seconds, for bounded retries.
-enum MonotonicTime {
-    static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }
 

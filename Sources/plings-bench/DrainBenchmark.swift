@@ -4,6 +4,7 @@ import Forwarder
 import Foundation
 import Logging
 import Spool
+import Platform
 
 /// Drain throughput of a spooled backlog against the API stand-in, against a baseline client doing the same
 /// POSTs as fast as it can (Tests/Rigs/api_baseline_client.py) with the same concurrency, in one run.

@@ -6,6 +6,7 @@ import HID
 import Logging
 import Spool
 import Synchronization
+import Platform
 
 /// `plings-bench hid`: keystroke decoding throughput from memory, the reader loop through a pipe, and the
 /// latency from a scanner's KEY_ENTER to the committed spool record (design 4: goals >= 30 M events/s and
@@ -64,7 +65,7 @@ enum HIDBenchmark {
         var decoder = KeystrokeDecoder(layout: .se)
         var count = 0
         var produced = 0
-        let start = Monotonic.now()
+        let start = MonotonicClock.now()
         bytes.withUnsafeBytes { raw in
             parser.parse(raw) { event in
                 count &+= 1
@@ -73,7 +74,7 @@ enum HIDBenchmark {
                 }
             }
         }
-        let elapsed = Monotonic.now() - start
+        let elapsed = MonotonicClock.now() - start
         if produced != expectedLines { print("warning: decoded \(produced) of \(expectedLines) lines") }
         return Double(count) / elapsed
     }
@@ -97,10 +98,10 @@ enum HIDBenchmark {
         var fds: [Int32] = [-1, -1]
         guard pipe(&fds) == 0 else { return 0 }
         source.attach(fd: fds[0], name: "bench")
-        let start = Monotonic.now()
+        let start = MonotonicClock.now()
         write(fds[1], bytes)
         let finished = done.wait(timeout: .now() + 30) == .success
-        let elapsed = Monotonic.now() - start
+        let elapsed = MonotonicClock.now() - start
         close(fds[1])
         source.stop()
         return finished ? Double(events) / elapsed : 0
@@ -115,14 +116,15 @@ enum HIDBenchmark {
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser()), fixProvider: NoFixProvider(),
             debounce: [:], logger: Logger(minimum: .error))
+        pipeline.start()
         let committedAt = Mutex<Double?>(nil)
         let submittedAt = Mutex<Double?>(nil)
         let committed = DispatchSemaphore(value: 0)
         let source = HIDSource(config: BridgeConfig().hid, logger: Logger(minimum: .error), udev: false) { read in
-            submittedAt.withLock { $0 = Monotonic.now() }
+            submittedAt.withLock { $0 = MonotonicClock.now() }
             pipeline.submit(read) { outcome in
                 if case .accepted = outcome {
-                    committedAt.withLock { $0 = Monotonic.now() }
+                    committedAt.withLock { $0 = MonotonicClock.now() }
                 }
                 committed.signal()
             }
@@ -146,7 +148,7 @@ enum HIDBenchmark {
             write(fds[1], InputEvent.encode(events[..<reportStart]))
             // Let the reader consume the line so far: what is timed is the Enter report alone.
             usleep(2_000)
-            let start = Monotonic.now()
+            let start = MonotonicClock.now()
             write(fds[1], InputEvent.encode(events[reportStart...pressEnd]))
             guard committed.wait(timeout: .now() + 5) == .success, let end = committedAt.withLock({ $0 }) else {
                 continue
@@ -179,7 +181,3 @@ enum HIDBenchmark {
     }
 }
 
-/// Monotonic seconds for the benchmark (CLOCK_MONOTONIC).
-enum Monotonic {
-    static func now() -> Double { MonotonicClock.now() }
-}

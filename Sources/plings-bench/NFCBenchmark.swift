@@ -6,6 +6,7 @@ import Logging
 import NFC
 import Spool
 import Synchronization
+import Platform
 
 /// `plings-bench nfc`: tap-to-committed latency of `NFCSource -> Pipeline -> Spool` on the NFC rig, against
 /// `pyscard_baseline.py` doing the same APDUs and printing the URL; the bridge's own work; APDUs per read
@@ -117,6 +118,7 @@ enum NFCBenchmark {
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser()), fixProvider: NoFixProvider(),
             debounce: [:], logger: logger)
+        pipeline.start()
         defer { pipeline.stop() }
         let commits = Collector<Double>()  // monotonic times of the durable commits
         let events = Collector<NFCTapEvent>()
@@ -124,7 +126,7 @@ enum NFCBenchmark {
             config: BridgeConfig().nfc, hosts: ["s.plings.io"], logger: logger,
             submit: { read in
                 pipeline.submit(read) { outcome in
-                    if case .accepted = outcome { commits.append(NFCClock.now()) }
+                    if case .accepted = outcome { commits.append(MonotonicClock.now()) }
                 }
             },
             onTap: { events.append($0) })

@@ -4,6 +4,7 @@ import CSQLite
 import Foundation
 import Logging
 import Spool
+import Platform
 
 /// Durable spool commits per second against raw SQLite doing the same inserts with the same pragmas.
 enum SpoolBenchmark {
@@ -108,6 +109,7 @@ enum SpoolBenchmark {
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser()), fixProvider: NoFixProvider(),
             debounce: [:], logger: Logger(minimum: .error))
+        pipeline.start()
         let done = DispatchSemaphore(value: 0)
         let start = MonotonicClock.now()
         for scan in scans {
@@ -128,6 +130,7 @@ enum SpoolBenchmark {
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser()), fixProvider: NoFixProvider(),
             debounce: [:], logger: Logger(minimum: .error), onCommitted: { _ in batches.add() })
+        pipeline.start()
         let group = DispatchGroup()
         let start = MonotonicClock.now()
         for scan in scans {

@@ -166,10 +166,12 @@ struct CLI {
         let settings = try settings(args, sources: true)
         let token = try loadToken(settings)
         if let token { logger.addSecret(token) }
-        // Location: wait up to 1 s for gpsd's first report (a refused connection costs no wait), then take the
-        // fix fresh now, exactly like a read in the service.
+        // Location: wait up to 1 s for a live fix from gpsd (a refused connection costs no wait), then take the
+        // fix fresh now, exactly like a read in the service. gpsd's cached answer to a new client is not enough:
+        // it repeats the last fix for as long as the receiver is silent.
         let (provider, gps) = LocationSource.makeFixProvider(config: settings.config, logger: quietLogger())
-        if let gps { await waitInThread { gps.waitForFirstReport(timeout: 1) } }
+        gps?.start()
+        if let gps { await waitInThread { gps.waitForLiveFix(timeout: 1) } }
         let now = Date()
         let read = Read(
             sourceKind: kind, device: args.value("--device") ?? "cli", raw: args.positional[0],
@@ -192,6 +194,7 @@ struct CLI {
         let pipeline = Pipeline(
             spool: spool, builder: builder, fixProvider: FixedFixProvider.optional(fix),
             debounce: [:], logger: logger)
+        pipeline.start()
         let outcome = await pipeline.accept(read)
         pipeline.stop()
         switch outcome {
@@ -220,10 +223,43 @@ struct CLI {
     }
 
     func openSpool(_ settings: Settings, create: Bool) throws -> Spool {
+        let path = settings.spoolPath
+        try requirePermission(path, what: "the spool", write: true)
+        let existed = access(path, F_OK) == 0
+        let spool: Spool
         do {
-            return try Spool(path: settings.spoolPath, synchronous: settings.config.spool.synchronous)
+            spool = try Spool(path: path, synchronous: settings.config.spool.synchronous)
         } catch {
-            throw CommandFailure.runtime("cannot open the spool at \(settings.spoolPath): \(error.description)")
+            throw CommandFailure.runtime("cannot open the spool at \(path): \(error.description)")
+        }
+        if !existed { handOverToDirectoryOwner(path) }
+        return spool
+    }
+
+    /// Fails with one clear line when `path` exists (or would be created) where this user may not read (or
+    /// write) it: on an installed box that is the service's spool or status file, for root and group plings.
+    func requirePermission(_ path: String, what: String, write: Bool) throws {
+        let directory = (path as NSString).deletingLastPathComponent
+        var denied = access(directory, X_OK) != 0 && errno == EACCES
+        if !denied, access(path, F_OK) == 0 {
+            denied = access(path, write ? R_OK | W_OK : R_OK) != 0 && errno == EACCES
+        } else if !denied, write {
+            denied = access(directory, W_OK) != 0 && errno == EACCES
+        }
+        guard denied else { return }
+        throw CommandFailure.runtime(
+            "cannot \(write ? "write" : "read") \(what) at \(path): permission denied; run as root or as a member of "
+                + "group \(Settings.serviceGroup) (usermod -aG \(Settings.serviceGroup) USER, then log in again)")
+    }
+
+    /// A spool root creates in a directory another user owns (the service's, before it ever ran) is handed to
+    /// that owner, or the service could not open it. SQLite gives the WAL files the database's owner itself.
+    func handOverToDirectoryOwner(_ path: String) {
+        guard geteuid() == 0 else { return }
+        var directory = stat()
+        guard stat((path as NSString).deletingLastPathComponent, &directory) == 0, directory.st_uid != 0 else { return }
+        for file in [path, path + "-wal", path + "-shm"] where access(file, F_OK) == 0 {
+            _ = chown(file, directory.st_uid, directory.st_gid)
         }
     }
 
@@ -242,11 +278,19 @@ struct CLI {
             return 0
         }
         let settings = try settings(args, sources: false)
+        // `retry` and `purge` change the spool; everything else only looks and opens it read-only.
+        let changes = sub == "retry" || sub == "purge"
+        try requirePermission(settings.spoolPath, what: "the spool", write: changes)
         // Inspection of a spool that does not exist yet is an empty result, not an error.
         let existing: Spool?
         do {
-            existing = try Spool.openIfExists(path: settings.spoolPath)
-        } catch {
+            if changes {
+                existing =
+                    FileManager.default.fileExists(atPath: settings.spoolPath) ? try openSpool(settings, create: false) : nil
+            } else {
+                existing = try Spool.openIfExists(path: settings.spoolPath)
+            }
+        } catch let error as SpoolError {
             throw CommandFailure.runtime("cannot open the spool at \(settings.spoolPath): \(error.description)")
         }
         do {

@@ -132,7 +132,8 @@ extension CLI {
             return 0
         }
         let settings = try self.settings(args, sources: false)
-        let path = StatusReporter.statusPath(spoolPath: settings.spoolPath, environment: environment)
+        let path = settings.statusPath
+        try requirePermission(path, what: "the service's status file", write: false)
         guard let data = FileManager.default.contents(atPath: path), let json = try? JSONParser.parse([UInt8](data)),
             let pid = json["pid"]?.intValue, kill(Int32(pid), 0) == 0 || errno == EPERM
         else {

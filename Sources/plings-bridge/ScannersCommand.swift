@@ -81,6 +81,7 @@ extension CLI {
             pipeline = Pipeline(
                 spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
                 fixProvider: NoFixProvider(), debounce: [.hid: config.hid.debounce], logger: logger)
+            pipeline?.start()
         }
         let submit: @Sendable (Read) -> Void
         if let pipeline {

@@ -179,7 +179,13 @@ struct DeliveryClassifierTests {
         #expect(
             classify(503, "", retryAfter: "Wed, 21 Oct 2015 07:28:00 GMT")
                 == .retry(reason: "HTTP 503", retryAfter: nil))
-        #expect(classify(302, "").isRetry)
+        // A redirect means a wrong api.url: redirects are never followed (the token would go elsewhere), and
+        // retrying cannot help, so delivery pauses and says where the redirect points (hardening finding 11).
+        #expect(
+            DeliveryClassifier.classify(
+                status: 301, retryAfterHeader: nil, body: [], location: "https://api.example/graphql")
+                == .redirected(reason: "HTTP 301: api.url redirects to https://api.example/graphql"))
+        #expect(classify(302, "") == .redirected(reason: "HTTP 302: api.url redirects without a Location"))
     }
 
     @Test func responseIsTruncated() {

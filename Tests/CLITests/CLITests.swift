@@ -188,4 +188,48 @@ struct CLITests {
         // Fields after the command: state is [0], utime [11], stime [12].
         return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
     }
+
+    /// Hardening finding 8: inspection commands open the spool read-only and refuse a file that is not a spool,
+    /// changing nothing: not another program's SQLite file (once switched to WAL with a table added), not an
+    /// empty file (once turned into a spool). Bytes and directory listing are compared before and after.
+    @Test func inspectionNeverChangesAFileThatIsNotASpool() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let foreign = dir.file("other.db")
+        let made = try ProcessRunner.run(
+            "/usr/bin/python3",
+            [
+                "-c",
+                "import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); c.execute('create table notes(x)'); "
+                    + "c.execute(\"insert into notes values('keep')\"); c.commit(); c.close()",
+                foreign,
+            ])
+        #expect(made.status == 0, "\(made.stderr)")
+        let empty = dir.file("empty.db")
+        FileManager.default.createFile(atPath: empty, contents: Data())
+        for file in [foreign, empty] {
+            let before = try Data(contentsOf: URL(fileURLWithPath: file))
+            let listing = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
+            for command in [["spool", "stats"], ["spool", "list"], ["spool", "export"], ["spool", "stats", "--json"]] {
+                let result = try run(command + ["--spool", file], dir)
+                #expect(result.status == 1, "\(command) on \(file): \(result.stderr)")
+                #expect(result.stderr.contains("is not a plings-bridge spool"), "\(result.stderr)")
+            }
+            #expect(try Data(contentsOf: URL(fileURLWithPath: file)) == before)
+            #expect(try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted() == listing)
+        }
+    }
+
+    /// A real spool inspected while no service runs is left byte for byte as it was.
+    @Test func inspectionOfASpoolChangesNothing() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = dir.file("s.sqlite")
+        #expect(try run(["scan", "https://s.plings.io/?t=q&i=ABC&p=4", "--spool", spool, "--no-location"], dir).status == 0)
+        let before = try Data(contentsOf: URL(fileURLWithPath: spool))
+        for command in [["spool", "stats"], ["spool", "list", "--json"], ["spool", "export"]] {
+            #expect(try run(command + ["--spool", spool], dir).status == 0)
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: spool)) == before)
+    }
 }

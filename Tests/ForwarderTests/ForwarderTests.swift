@@ -271,4 +271,97 @@ struct ForwarderTests {
         #expect(record["lastError"]?.stringValue?.isEmpty == false)
         #expect(!result.stderr.contains(s.api.token) && !result.stdout.contains(s.api.token))
     }
+
+    /// Hardening finding 11: a 3xx means a wrong api.url. It is never followed (the token would go elsewhere)
+    /// nor retried forever: delivery pauses with one line naming the redirect and its Location, the scans stay
+    /// pending with no attempt burnt, `status` shows it, and a reload resumes.
+    @Test func redirectPausesDeliveryAndNamesTheLocation() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        _ = try spoolBacklog(s, identifiers: ["A", "B"], perIdentifier: 2)
+        try s.api.setMode("301", ["location": "https://elsewhere.example/graphql"])
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        let paused = bridge.waitForLogLine(timeout: 10) { $0.contains("delivery paused") }
+        #expect(paused?.contains("https://elsewhere.example/graphql") == true, "\(bridge.stderrText)")
+        #expect(paused?.contains("redirect") == true)
+        // Paused, not retried: at most the first wave (one request per identifier) reached the stand-in.
+        #expect(try s.api.requests(min: 3, wait: 2).count <= 2)
+        let spool = try Spool(path: s.spoolPath)
+        #expect(try spool.list(state: .pending).allSatisfy { $0.attempts == 0 })
+        // The status snapshot is refreshed every 5 s: it shows the pause by its next refresh.
+        var delivery: JSONValue?
+        #expect(
+            eventually(timeout: 12) {
+                let status = try? ProcessRunner.run(
+                    binary, ["status", "--json", "--config", s.config, "--spool", s.spoolPath],
+                    environment: s.environment())
+                delivery = (try? JSONParser.parse(status?.stdout.trimmingASCIIWhitespace() ?? ""))?["delivery"]
+                return delivery?["state"] == .string("paused")
+            })
+        #expect(delivery?["reason"]?.stringValue?.contains("elsewhere.example") == true)
+        try s.api.setMode("ok")
+        bridge.signal(SIGHUP)
+        #expect(try waitForDrain(s, timeout: 30)[.delivered] == 4)
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+        #expect(bridge.stderrText.components(separatedBy: "delivery paused").count - 1 == 1)
+    }
+
+    /// Hardening finding 5: with `http_proxy` set, a plain-http loopback API must not be reached through the
+    /// proxy (which would see the token in clear). A listening fake proxy on loopback records any connection.
+    @Test func plainHTTPNeverGoesThroughAProxy() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        let proxy = try ListeningSocket()
+        defer { proxy.close() }
+        var environment = s.environment()
+        environment["http_proxy"] = "http://127.0.0.1:\(proxy.port)"
+        environment["HTTP_PROXY"] = environment["http_proxy"]
+        environment["all_proxy"] = environment["http_proxy"]
+        let result = try ProcessRunner.run(
+            binary, ["scan", "https://s.plings.io/?t=q&i=Px&p=1", "--config", s.config, "--spool", s.spoolPath],
+            environment: environment)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(try JSONParser.parse(result.stdout.trimmingASCIIWhitespace())["state"] == .string("delivered"))
+        #expect(try s.api.requests().count == 1)
+        #expect(proxy.acceptedConnections() == 0)
+    }
+
+    /// The installed-service issue: a reload that adds `api.url` starts delivery (the pending backlog reaches the
+    /// API), and one that removes it stops delivery (new scans stay pending).
+    @Test func reloadAddingAndRemovingTheAPIURLStartsAndStopsDelivery() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        let local = s.dir.file("local.json")
+        try #"{"nfc": {"enabled": false}, "hid": {"enabled": false}, "location": {"enabled": false}}"#
+            .write(toFile: local, atomically: true, encoding: .utf8)
+        let withAPI = try String(contentsOfFile: s.config, encoding: .utf8)
+        let live = s.dir.file("live.json")
+        try FileManager.default.copyItem(atPath: local, toPath: live)
+        _ = try spoolBacklog(s, identifiers: ["A", "B"], perIdentifier: 2)
+        let bridge = try RunningProcess(
+            binary, ["run", "--config", live, "--spool", s.spoolPath], environment: s.environment())
+        defer { bridge.stop() }
+        #expect(bridge.waitForLogLine(timeout: 10) { $0.contains("ready") } != nil)
+        #expect(try s.api.requests().isEmpty)
+        try withAPI.write(toFile: live, atomically: true, encoding: .utf8)
+        bridge.signal(SIGHUP)
+        #expect(bridge.waitForLogLine(timeout: 10) { $0.contains("delivery started") } != nil)
+        #expect(try waitForDrain(s, timeout: 30)[.delivered] == 4)
+        try FileManager.default.removeItem(atPath: live)
+        try FileManager.default.copyItem(atPath: local, toPath: live)
+        bridge.signal(SIGHUP)
+        #expect(bridge.waitForLogLine(timeout: 10) { $0.contains("delivery stopped") } != nil)
+        let before = try s.api.requests().count
+        let scan = try ProcessRunner.run(
+            binary, ["scan", "https://s.plings.io/?t=q&i=C&p=1", "--config", live, "--spool", s.spoolPath],
+            environment: s.environment())
+        #expect(scan.status == 0)
+        // The running bridge notices the new row within its 2 s spool check; with delivery stopped it sends
+        // nothing (the stand-in's long-poll waits for a request that must not come).
+        #expect(try s.api.requests(min: before + 1, wait: 4).count == before)
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+    }
 }

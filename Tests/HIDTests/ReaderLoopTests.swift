@@ -4,6 +4,7 @@ import CEvdevShim
 import Foundation
 import Glibc
 import Logging
+import Platform
 import Testing
 
 @testable import HID

@@ -90,29 +90,36 @@ struct GPSClientTests {
         #expect(client.status().fixAge.map { $0 >= 1.0 } ?? false)
     }
 
-    @Test func oneShotGetsGpsdsLastFixAtOnceButNotAnOldOne() throws {
-        // 10 Hz: gpsd's cached fix is at most 0.1 s old when the receiver falls silent.
+    @Test func oneShotUsesOnlyALiveFix() throws {
         let rig = try GPSRig(["--rate", "10"])
         defer { rig.stop() }
-        // Let gpsd hold a fix, then silence the receiver: a new client gets it through ?POLL; at once.
+        // A streaming receiver: a one-shot client gets a live fix well inside its 1 s wait.
+        let quick = GPSClient(config: location(rig.address), logger: CapturedLog().logger)
+        quick.start()
+        #expect(quick.waitForLiveFix(timeout: 1))
+        #expect(quick.currentFix() != nil)
+        quick.stop()
+    }
+
+    /// Hardening finding 16: gpsd answers a new client's `?POLL` with its last fix for as long as the receiver is
+    /// silent, and receivers after a GPS week rollover stamp fixes in the future of the system clock. A one-shot
+    /// client must not take that cached fix: only a fix that arrives while it watches counts.
+    @Test func oneShotIgnoresGpsdsCachedFixOfASilentReceiverEvenWithAFutureTime() throws {
+        let rig = try GPSRig(["--rate", "10"])
+        defer { rig.stop() }
+        try rig.send("skew 3600")  // the receiver's clock one hour ahead of the system's
         let warm = GPSClient(config: location(rig.address), logger: CapturedLog().logger)
         warm.start()
         #expect(eventually(timeout: 5) { warm.currentFix() != nil })
         warm.stop()
         try rig.send("silence")
-        let quick = GPSClient(config: location(rig.address, maxFixAge: 1.5), logger: CapturedLog().logger)
-        quick.start()
-        #expect(quick.waitForFirstReport(timeout: 1))
-        #expect(quick.currentFix() != nil)
-        quick.stop()
-        // Once gpsd's cached fix is older than maxFixAge by its TPV time, a new client must not use it.
-        #expect(eventually(timeout: 5) { quick.currentFix() == nil })
-        let late = GPSClient(config: location(rig.address, maxFixAge: 1.5), logger: CapturedLog().logger)
+        let late = GPSClient(config: location(rig.address, maxFixAge: 10), logger: CapturedLog().logger)
         late.start()
         defer { late.stop() }
         #expect(late.waitForFirstReport(timeout: 1))
-        #expect(late.status().latitude != nil)  // it did get the replayed fix...
-        #expect(late.currentFix() == nil)  // ...and judged it stale
+        #expect(!late.waitForLiveFix(timeout: 1))
+        #expect(late.status().latitude != nil)  // it did get gpsd's cached fix...
+        #expect(late.currentFix() == nil)  // ...and did not use it
     }
 
     @Test func gpsdAbsentAtStartThenStarted() throws {
@@ -175,6 +182,7 @@ struct GPSClientTests {
         // Without gpsd: the fixed gate position.
         config.location = location("127.0.0.1:1", fixed: fixed)
         let absent = LocationSource.makeFixProvider(config: config, logger: CapturedLog().logger)
+        absent.client?.start()
         defer { absent.client?.stop() }
         #expect(absent.client != nil)
         #expect(absent.provider.currentFix() == fixed)
@@ -184,6 +192,7 @@ struct GPSClientTests {
         defer { rig.stop() }
         config.location = location(rig.address, fixed: fixed)
         let both = LocationSource.makeFixProvider(config: config, logger: CapturedLog().logger)
+        both.client?.start()
         defer { both.client?.stop() }
         #expect(eventually(timeout: 5) { both.provider.currentFix().map { abs($0.latitude - 59.5) < 1e-6 } ?? false })
         try rig.send("nofix")

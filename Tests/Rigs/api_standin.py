@@ -71,7 +71,7 @@ GQL_MODES = {
     "gql_validation": ("BAD_USER_INPUT", "invalid input (injected)"),
     "gql_auth": ("UNAUTHENTICATED", "not authenticated (injected)"),
 }
-MODE_PARAMS = {"mode", "count", "failEveryNth", "delay", "retryAfter", "body", "reset"}
+MODE_PARAMS = {"mode", "count", "failEveryNth", "delay", "retryAfter", "body", "reset", "location"}
 
 
 def log(msg):
@@ -205,10 +205,10 @@ def parse_mode(spec):
         name = str(name)
     if not isinstance(name, str):
         raise ModeError("`mode` is required")
-    is_status = name.isdigit() and 400 <= int(name) <= 599
+    is_status = name.isdigit() and 300 <= int(name) <= 599
     if not (is_status or name in ("ok", "slow", "drop") or name in GQL_MODES):
         raise ModeError(f"unknown mode {name!r}; use ok, slow, drop, gql_error, gql_validation, gql_auth, "
-                        "or an HTTP status 400-599 (e.g. 500, 503, 429, 401, 403, 400, 422)")
+                        "or an HTTP status 300-599 (e.g. 302, 500, 503, 429, 401, 403, 400, 422)")
 
     def positive_int(key):
         v = spec.get(key)
@@ -234,6 +234,7 @@ def parse_mode(spec):
         "retryAfter": None,
         "body": None,
         "reset": bool(spec.get("reset", False)),
+        "location": None,
     }
     if name == "slow" and mode["delay"] is None:
         mode["delay"] = 1.0
@@ -252,11 +253,15 @@ def parse_mode(spec):
         mode["body"] = spec["body"]
     if "reset" in spec and (not isinstance(spec["reset"], bool) or name != "drop"):
         raise ModeError("`reset` must be a boolean and only applies to mode drop")
+    if spec.get("location") is not None:
+        if not isinstance(spec["location"], str) or not (is_status and int(name) < 400):
+            raise ModeError("`location` must be a string and only applies to redirect modes (300-399)")
+        mode["location"] = spec["location"]
     return mode
 
 
 OK_MODE = {"mode": "ok", "count": None, "failEveryNth": None, "delay": None, "retryAfter": None,
-           "body": None, "reset": False}
+           "body": None, "reset": False, "location": None}
 
 
 class State:
@@ -721,6 +726,8 @@ class Handler(BaseHTTPRequestHandler):
         if name.isdigit():
             status = int(name)
             headers = (("Retry-After", mode["retryAfter"]),) if mode["retryAfter"] is not None else ()
+            if mode.get("location") is not None:
+                headers += (("Location", mode["location"]),)
             if mode["body"] is not None:
                 return status, None, headers, mode["body"].encode("utf-8"), False
             try:

@@ -6,13 +6,17 @@ public enum DeliveryOutcome: Sendable, Equatable {
     case dead(reason: String, response: String)
     /// 401, 403 or an auth error code: the scan stays pending and delivery pauses until reload or long backoff.
     case authPaused(reason: String)
+    /// A 3xx: the configured URL is wrong (redirects are never followed: the token would go elsewhere). The
+    /// scan stays pending and delivery pauses as for a refused token, with the redirect and its `Location`.
+    case redirected(reason: String)
     /// Anything transient: retry with backoff, honouring `retryAfter` (seconds) when the server gave one.
     case retry(reason: String, retryAfter: Double?)
 
     public var reason: String? {
         switch self {
         case .delivered: return nil
-        case .dead(let reason, _), .authPaused(let reason), .retry(let reason, _): return reason
+        case .dead(let reason, _), .authPaused(let reason), .redirected(let reason), .retry(let reason, _):
+            return reason
         }
     }
 }
@@ -35,7 +39,10 @@ public enum DeliveryClassifier {
     ///   - status: the HTTP status code.
     ///   - retryAfterHeader: the raw `Retry-After` header value, if any.
     ///   - body: the response body bytes.
-    public static func classify(status: Int, retryAfterHeader: String?, body: [UInt8]) -> DeliveryOutcome {
+    ///   - location: the raw `Location` header value, if any (named in a redirect's reason).
+    public static func classify(status: Int, retryAfterHeader: String?, body: [UInt8], location: String? = nil)
+        -> DeliveryOutcome
+    {
         let kept = truncated(body)
         let retryAfter = retryAfterHeader.flatMap(parseRetryAfter)
         switch status {
@@ -47,8 +54,11 @@ public enum DeliveryClassifier {
             return .dead(reason: "HTTP \(status)" + summary(of: body), response: kept)
         case 408, 429, 500..<600:
             return .retry(reason: "HTTP \(status)" + summary(of: body), retryAfter: retryAfter)
+        case 300..<400:
+            let target = location.map { " to " + String($0.prefix(300)) } ?? " without a Location"
+            return .redirected(reason: "HTTP \(status): api.url redirects\(target)")
         default:
-            // Redirects and other odd statuses: not a refusal of this scan, so keep it and try again later.
+            // Other odd statuses: not a refusal of this scan, so keep it and try again later.
             return .retry(reason: "unexpected HTTP \(status)", retryAfter: retryAfter)
         }
         guard let json = try? JSONParser.parse(body) else {

@@ -90,16 +90,13 @@ public struct FixPolicy: Sendable, Equatable {
     /// Seconds since the fix was received (monotonic).
     public func age(of fix: GPSFix, monotonicNow: Double) -> Double { max(0, monotonicNow - fix.receivedAt) }
 
-    /// Fresh while younger than `maxFixAge` on the monotonic clock, and while its TPV time is not older than
-    /// `maxFixAge` by the system clock (gpsd hands out its last fix however old: `?POLL;` after 17 s of silence
-    /// still answers mode 3 with the old time).
+    /// Fresh while it arrived less than `maxFixAge` ago on the monotonic clock, and only when it arrived live.
     ///
-    /// The system-clock rule is skipped for a live fix when the clock is known to be unsynchronised
-    /// (`clockTrusted == false`): the clock cannot judge the fix then, and the fix is what tells the time. A
-    /// replayed fix with an untrusted clock is stale: nothing can vouch for it.
-    public func isFresh(_ fix: GPSFix, monotonicNow: Double, systemNow: Double, clockTrusted: Bool = true) -> Bool {
-        guard age(of: fix, monotonicNow: monotonicNow) < maxFixAge else { return false }
-        if !clockTrusted { return !fix.replayed }
-        return systemNow - fix.gpsTime < maxFixAge
+    /// A fix's GPS time is not compared with the system clock: the bridge flags that clock as wrong when they
+    /// disagree, and receivers report dates in the future of it (GPS week rollovers), which would make an old
+    /// fix look young. gpsd's `?POLL` answer (`replayed`) is never fresh: it repeats the last fix for as long as
+    /// the receiver is silent, however old, so its arrival says nothing about when it was measured.
+    public func isFresh(_ fix: GPSFix, monotonicNow: Double) -> Bool {
+        !fix.replayed && age(of: fix, monotonicNow: monotonicNow) < maxFixAge
     }
 }

@@ -18,24 +18,15 @@ public struct SystemError: Error, Equatable, CustomStringConvertible {
 
 /// Runs a libc call that reports failure as -1 with `errno`, retrying on `EINTR`.
 ///
-/// Every blocking or fallible libc call in this module goes through here, so interrupted calls are
-/// never mistaken for failures and every failure names its call.
+/// Every fallible libc call goes through here, so an interrupted call is never mistaken for a failure and
+/// every failure names its call (the shape of swift-system's `valueOrErrno` and swift-nio's `syscall`).
 @discardableResult
-func systemCall<T: BinaryInteger>(_ name: String, _ body: () -> T) throws(SystemError) -> T {
+public func systemCall<T: BinaryInteger>(_ name: String, _ body: () -> T) throws(SystemError) -> T {
     while true {
         let result = body()
         if result != -1 { return result }
         let code = Glibc.errno
         if code == EINTR { continue }
         throw SystemError(name, errno: code)
-    }
-}
-
-/// Monotonic seconds (CLOCK_MONOTONIC): the decoder's clock and the poll deadlines.
-enum Monotonic {
-    static func now() -> Double {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return Double(ts.tv_sec) + Double(ts.tv_nsec) / 1e9
     }
 }

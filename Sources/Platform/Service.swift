@@ -1,0 +1,73 @@
+import Foundation
+
+/// The one lifecycle contract of every long-running part of the bridge (the shape of swift-service-lifecycle's
+/// `Service`): nothing runs until `start`, and `stop` finishes or abandons the part's work by a shared
+/// monotonic deadline. No part starts a thread in its initializer.
+public protocol Service: AnyObject, Sendable {
+    /// A short name for logs ("pipeline", "forwarder"...).
+    var name: String { get }
+    /// Starts the part's threads. Called once.
+    func start()
+    /// Stops the part and returns by `deadline` (seconds of `MonotonicClock`), whatever is left undone.
+    func stop(deadline: Double)
+}
+
+/// Starts services in order and stops them in reverse order against one overall deadline, as
+/// swift-service-lifecycle's `ServiceGroup` does: each stop gets whatever time the ones before it left.
+public final class ServiceGroup: Sendable {
+    private let services: [any Service]
+
+    public init(_ services: [any Service]) { self.services = services }
+
+    /// Starts every service, first to last.
+    public func start() {
+        for service in services { service.start() }
+    }
+
+    /// Stops every service, last to first, all by `deadline`. Returns the names of the services still
+    /// running when the deadline passed (empty when all stopped in time).
+    @discardableResult
+    public func stop(deadline: Double) -> [String] {
+        var late: [String] = []
+        for service in services.reversed() {
+            service.stop(deadline: deadline)
+            if MonotonicClock.now() > deadline { late.append(service.name) }
+        }
+        return late
+    }
+}
+
+/// A thread that runs `body` at once and then every `interval` seconds until stopped. Periodic work that
+/// touches disks or waits (the spool's retention purge, the status file, the watchdog) runs here, never on
+/// Swift's cooperative pool; its waits are on the monotonic clock, so a wall-clock step changes nothing.
+public final class PeriodicThread: Service {
+    public let name: String
+    private let interval: Double
+    private let body: @Sendable () -> Void
+    private let state = Monitor((stopping: false, running: false))
+
+    public init(name: String, interval: Double, body: @escaping @Sendable () -> Void) {
+        self.name = name
+        self.interval = interval
+        self.body = body
+    }
+
+    public func start() {
+        state.withLock { $0.running = true }
+        let thread = Thread { [self] in
+            while true {
+                body()
+                let stopping = state.wait(until: MonotonicClock.deadline(after: interval)) { $0.stopping }
+                if stopping { break }
+            }
+            state.update { $0.running = false }
+        }
+        thread.name = name
+        thread.start()
+    }
+
+    public func stop(deadline: Double) {
+        state.update { $0.stopping = true }
+        state.wait(until: deadline) { !$0.running }
+    }
+}
