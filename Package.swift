@@ -33,7 +33,7 @@ let package = Package(
         // Pure logic: no I/O, Foundation only.
         .target(name: "BridgeCore"),
         // logfmt lines on stderr, shared by the I/O modules.
-        .target(name: "Logging", dependencies: ["BridgeCore"]),
+        .target(name: "Logging", dependencies: ["BridgeCore", "Platform"]),
         // The durable SQLite spool.
         .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite", "Platform"]),
         // Delivery to the API: HTTP client, delivery loop, backoff.
@@ -64,11 +64,12 @@ let package = Package(
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
         // Test support: process runners and rig launchers (never linked into the product).
-        .target(name: "BridgeTestSupport", path: "Sources/BridgeTestSupport"),
+        .target(name: "BridgeTestSupport", dependencies: ["Platform"], path: "Sources/BridgeTestSupport"),
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
         .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport", "CGPSShim"]),
         .testTarget(
-            name: "NFCTests", dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport"]),
+            name: "NFCTests",
+            dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport", "Platform"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),

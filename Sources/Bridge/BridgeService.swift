@@ -5,7 +5,6 @@ import Location
 import Logging
 import Platform
 import Spool
-import Synchronization
 
 /// `plings-bridge run`: wires sources -> pipeline -> spool -> forwarder and lives until SIGTERM/SIGINT.
 ///
@@ -68,12 +67,14 @@ public final class BridgeService: Sendable {
                 if pipeline.isResponsive(within: interval / 4) { systemd.notify("WATCHDOG=1") }
             }
         }
-        let services: [(any Service)?] = [gps, delivery, pipeline, sources, retention, reporter, watchdog]
+        let services: [(any Service)?] = [gps, delivery, pipeline, sources, retention, reporter]
         let group = ServiceGroup(services.compactMap { $0 })
         group.start()
 
         logSummary(spool: spool, sources: sources)
         systemd.notify("READY=1\nSTATUS=" + (config.api.url == nil ? "spooling locally" : "delivering to the API"))
+        // The watchdog's first ping must not come before READY=1: it starts last and stops first.
+        watchdog?.start()
 
         // Idle: nothing runs until a signal arrives (every part sleeps on its own thread).
         for await number in signals {
@@ -85,7 +86,9 @@ public final class BridgeService: Sendable {
             break
         }
         systemd.notify("STOPPING=1")
-        let late = group.stop(deadline: MonotonicClock.deadline(after: BridgeService.stopBudget))
+        let deadline = MonotonicClock.deadline(after: BridgeService.stopBudget)
+        watchdog?.stop(deadline: deadline)
+        let late = group.stop(deadline: deadline)
         if !late.isEmpty {
             logger.warn("stop deadline passed; exiting anyway", [("late", late.joined(separator: ","))])
         }

@@ -3,7 +3,6 @@ import Forwarder
 import Logging
 import Platform
 import Spool
-import Synchronization
 
 /// The API forwarder, present while `api.url` is configured. A reload that adds the URL starts one, a reload
 /// that removes it stops it (scans then stay in the local spool), and any other change of the API settings or

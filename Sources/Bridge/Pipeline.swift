@@ -2,7 +2,6 @@ import BridgeCore
 import Foundation
 import Logging
 import Spool
-import Synchronization
 import Platform
 
 /// What happened to one submitted read.

@@ -4,7 +4,6 @@ import HID
 import Logging
 import NFC
 import Platform
-import Synchronization
 
 /// The running input sources (NFC readers, HID scanners), rebuilt as a whole on SIGHUP so a source
 /// enabled, disabled or reconfigured in the file takes effect without a restart.

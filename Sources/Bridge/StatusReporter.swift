@@ -4,7 +4,6 @@ import Foundation
 import Logging
 import Platform
 import Spool
-import Synchronization
 
 /// Keeps the running service's status snapshot (`plings-bridge status`) and Prometheus metrics up to date.
 ///

@@ -1,6 +1,6 @@
 import Foundation
 import Glibc
-import Synchronization
+import Platform
 
 /// A TCP listener on 127.0.0.1 that accepts and counts connections, answering nothing: a fake proxy (or any
 /// peer that must *not* be contacted) for tests that prove no traffic reaches it.

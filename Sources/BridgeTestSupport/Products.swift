@@ -16,6 +16,13 @@ public enum Products {
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[1]
     }
 
+    /// How much longer hang guards wait under ThreadSanitizer (`scripts/tsan` sets TSAN_OPTIONS): instrumented
+    /// processes run several times slower and TSan holds each exit for a second. Time bounds that are product
+    /// promises (stop within 5 s) are checked by the normal run; under TSan they only guard against hangs.
+    public static var timeScale: Double {
+        ProcessInfo.processInfo.environment["TSAN_OPTIONS"] != nil ? 5 : 1
+    }
+
     /// A script or file under `Tests/Rigs`.
     public static func rig(_ relative: String) -> String {
         packageRoot.appendingPathComponent("Tests/Rigs/\(relative)").path

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Platform
 
 /// Values handed over from another thread (a source's reader thread, the pipeline's commit thread) that a
 /// test or benchmark waits for by count, always with a deadline. Waiting is on a condition signalled by

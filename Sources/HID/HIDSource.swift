@@ -3,7 +3,6 @@ import CEvdevShim
 import Foundation
 import Glibc
 import Logging
-import Synchronization
 import Platform
 
 /// The USB HID scanner source: finds scanners through udev, follows hot-plug, grabs each one, decodes its

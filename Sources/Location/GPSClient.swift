@@ -3,7 +3,6 @@ import CGPSShim
 import Foundation
 import Glibc
 import Logging
-import Synchronization
 import Platform
 
 /// What `plings-bridge gps` shows: the connection and the last fix, with its age.

@@ -1,6 +1,6 @@
 import BridgeCore
 import Glibc
-import Synchronization
+import Platform
 
 /// Severity of a log event.
 public enum LogLevel: Int, Sendable, Comparable, CustomStringConvertible {

@@ -3,7 +3,6 @@ import Foundation
 import Glibc
 import Logging
 import Platform
-import Synchronization
 
 /// The NFC source: watches PC/SC readers through pcscd and turns each tap into one `Read`.
 ///

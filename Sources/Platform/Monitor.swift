@@ -36,14 +36,14 @@ public final class Monitor<State>: @unchecked Sendable {
     }
 
     /// Runs `body` with exclusive access to the state.
-    public func withLock<R>(_ body: (inout State) throws -> R) rethrows -> R {
+    public func withLock<R, E: Error>(_ body: (inout State) throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         return try body(&state)
     }
 
     /// Changes the state and wakes every waiter, so each re-checks its predicate.
-    public func update<R>(_ body: (inout State) throws -> R) rethrows -> R {
+    public func update<R, E: Error>(_ body: (inout State) throws(E) -> R) throws(E) -> R {
         pthread_mutex_lock(mutex)
         defer {
             pthread_cond_broadcast(condition)

@@ -1,6 +1,5 @@
 import BridgeCore
 import Foundation
-import Synchronization
 import Platform
 
 /// Why the spool could not do what was asked.

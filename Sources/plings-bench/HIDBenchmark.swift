@@ -5,7 +5,6 @@ import Glibc
 import HID
 import Logging
 import Spool
-import Synchronization
 import Platform
 
 /// `plings-bench hid`: keystroke decoding throughput from memory, the reader loop through a pipe, and the

@@ -5,7 +5,6 @@ import Foundation
 import Logging
 import NFC
 import Spool
-import Synchronization
 import Platform
 
 /// `plings-bench nfc`: tap-to-committed latency of `NFCSource -> Pipeline -> Spool` on the NFC rig, against

@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Platform
 
 /// One row of the results table: metric, this project, baseline, ratio, goal.
 struct BenchRow {

@@ -2,7 +2,7 @@ import BridgeCore
 import Foundation
 import Logging
 import NFC
-import Synchronization
+import Platform
 
 /// `readers` and `test-read`: the PC/SC commands for installers and hardware testers.
 extension CLI {

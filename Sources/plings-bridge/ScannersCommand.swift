@@ -4,7 +4,7 @@ import Foundation
 import HID
 import Logging
 import Spool
-import Synchronization
+import Platform
 
 extension CLI {
     /// `plings-bridge scanners [--json]`: the keyboards udev knows, which are scanners and why, and whether

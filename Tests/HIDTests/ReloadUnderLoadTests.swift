@@ -62,7 +62,7 @@ struct ReloadUnderLoadTests {
         bridge.signalChildren(SIGHUP)
         #expect(waitForAccepted(50))
         bridge.signalChildren(SIGTERM)
-        #expect(bridge.waitForExit(timeout: 6) == 0)
+        #expect(bridge.waitForExit(timeout: 6 * Products.timeScale) == 0, "\(bridge.stderrText.suffix(1500))")
 
         let log = bridge.stderrText
         #expect(log.components(separatedBy: "configuration reloaded").count - 1 == 2)

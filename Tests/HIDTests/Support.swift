@@ -3,7 +3,7 @@ import BridgeTestSupport
 import Foundation
 import Glibc
 import Logging
-import Synchronization
+import Platform
 
 /// What a source submits, for a test to wait for (bounded).
 typealias ReadCollector = Collector<Read>

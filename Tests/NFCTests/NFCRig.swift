@@ -3,7 +3,7 @@ import BridgeTestSupport
 import Foundation
 import Logging
 import NFC
-import Synchronization
+import Platform
 import Testing
 
 /// Every test that uses the rig, serialized across suites: there is one pcscd per machine (fixed vpcd ports), so
