@@ -56,7 +56,8 @@ public final class BridgeService: Sendable {
         let sources = SourceSet(config: config, logger: logger, submit: { pipeline.submit($0) })
         let retention = PeriodicThread(name: "retention", interval: 3600) { [self] in pruneDelivered(spool) }
         let reporter = StatusReporter(
-            statusPath: settings.statusPath, metricsPath: config.metrics.textfile, metricsInterval: config.metrics.interval, spool: spool,
+            statusPath: settings.statusPath, metricsPath: config.metrics.textfile,
+            metricsInterval: config.metrics.interval, spool: spool,
             pipeline: pipeline, forwarder: { delivery.forwarder }, sources: sources.reporterSources,
             fixAge: { gps?.status().fixAge }, logger: logger)
         let systemd = SystemdNotifier()
@@ -112,7 +113,8 @@ public final class BridgeService: Sendable {
             delivery.apply(fresh.apiSettings(token: freshToken))
             sources.apply(fresh.config)
             for (kind, state) in sources.summaries { logger.info("source \(kind)", [("state", state)]) }
-            let needRestart = BridgeService.keysNeedingRestart(from: previous, to: fresh.config)
+            let needRestart =
+                BridgeService.keysNeedingRestart(from: previous, to: fresh.config)
                 + (fresh.spoolPath != settings.spoolPath ? ["spool.path"] : [])
             if !needRestart.isEmpty {
                 logger.warn(

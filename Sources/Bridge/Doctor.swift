@@ -59,7 +59,9 @@ public enum Doctor {
         let age = Date().timeIntervalSince1970 - Double(info.st_mtim.tv_sec)
         if age > 3 * settings.config.metrics.interval + 10 {
             return DoctorCheck(
-                "metrics", .warn, String(format: "\(path) is %.0f s old (the service writes it every %.0f s)", age,
+                "metrics", .warn,
+                String(
+                    format: "\(path) is %.0f s old (the service writes it every %.0f s)", age,
                     settings.config.metrics.interval),
                 fix: "systemctl status plings-bridge")
         }

@@ -31,7 +31,8 @@ public enum OneShotDelivery {
         switch outcome {
         case .delivered?: logger.info("scan delivered", [("id", scanID)])
         case .retry(let reason, _)?:
-            logger.warn("delivery failed: the scan stays pending for the service", [("id", scanID), ("reason", reason)])
+            logger.warn(
+                "delivery failed: the scan stays pending for the service", [("id", scanID), ("reason", reason)])
         case .authPaused(let reason)?, .redirected(let reason)?:
             logger.error("delivery refused: the scan stays pending", [("id", scanID), ("reason", reason)])
         case .dead?, nil: break

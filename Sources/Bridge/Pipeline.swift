@@ -204,4 +204,3 @@ public final class Pipeline: Service {
         for (scan, completion) in waiting { completion?(.accepted(scan)) }
     }
 }
-

@@ -68,7 +68,8 @@ public final class HTTPClient: @unchecked Sendable {
             let message = withUnsafeBytes(of: result.error) { raw in
                 String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
             }
-            throw HTTPTransportError(curlCode: result.curl_code, message: message, cancelled: plings_http_client_cancelled(handle) != 0)
+            throw HTTPTransportError(
+                curlCode: result.curl_code, message: message, cancelled: plings_http_client_cancelled(handle) != 0)
         }
         let retryAfter = withUnsafeBytes(of: result.retry_after) { raw in
             String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)

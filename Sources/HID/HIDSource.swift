@@ -392,7 +392,8 @@ public final class HIDSource: Sendable {
                     "scanner plugged in", [("device", name), ("devnode", device.devnode), ("reason", verdict.reason)])
                 let before = state.reader.scanners.count
                 self.open(
-                    device, identity: identity(device, name: name, verdict: verdict), state: state, now: MonotonicClock.now()
+                    device, identity: identity(device, name: name, verdict: verdict), state: state,
+                    now: MonotonicClock.now()
                 )
                 if state.reader.scanners.count != before { changed = true }
             case .remove:

@@ -37,7 +37,9 @@ public enum AtomicFile {
         while offset < bytes.count {
             let start = offset
             let written = try systemCall("write(\(name))") {
-                bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + start, $0.count - start) }
+                bytes.withUnsafeBytes { buffer in
+                    buffer.baseAddress.map { Glibc.write(fd, $0 + start, buffer.count - start) } ?? 0
+                }
             }
             offset += written
         }

@@ -134,7 +134,8 @@ public final class Spool: Sendable {
     static func createFileIfMissing(_ path: String) throws(SpoolError) {
         var directory = stat()
         let mode: mode_t =
-            stat((path as NSString).deletingLastPathComponent, &directory) == 0 ? 0o600 | (directory.st_mode & 0o060) : 0o600
+            stat((path as NSString).deletingLastPathComponent, &directory) == 0
+            ? 0o600 | (directory.st_mode & 0o060) : 0o600
         let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
         if fd < 0 {
             if errno == EEXIST { return }

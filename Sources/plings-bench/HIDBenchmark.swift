@@ -179,4 +179,3 @@ enum HIDBenchmark {
         }
     }
 }
-

@@ -286,7 +286,8 @@ struct CLI {
         do {
             if changes {
                 existing =
-                    FileManager.default.fileExists(atPath: settings.spoolPath) ? try openSpool(settings, create: false) : nil
+                    FileManager.default.fileExists(atPath: settings.spoolPath)
+                    ? try openSpool(settings, create: false) : nil
             } else {
                 existing = try Spool.openIfExists(path: settings.spoolPath)
             }

@@ -210,7 +210,9 @@ struct CLITests {
         for file in [foreign, empty] {
             let before = try Data(contentsOf: URL(fileURLWithPath: file))
             let listing = try FileManager.default.contentsOfDirectory(atPath: dir.path).sorted()
-            for command in [["spool", "stats"], ["spool", "list"], ["spool", "export"], ["spool", "stats", "--json"]] {
+            for command in [
+                ["spool", "stats"], ["spool", "list"], ["spool", "export"], ["spool", "stats", "--json"],
+            ] {
                 let result = try run(command + ["--spool", file], dir)
                 #expect(result.status == 1, "\(command) on \(file): \(result.stderr)")
                 #expect(result.stderr.contains("is not a plings-bridge spool"), "\(result.stderr)")
@@ -225,7 +227,8 @@ struct CLITests {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         let spool = dir.file("s.sqlite")
-        #expect(try run(["scan", "https://s.plings.io/?t=q&i=ABC&p=4", "--spool", spool, "--no-location"], dir).status == 0)
+        #expect(
+            try run(["scan", "https://s.plings.io/?t=q&i=ABC&p=4", "--spool", spool, "--no-location"], dir).status == 0)
         let before = try Data(contentsOf: URL(fileURLWithPath: spool))
         for command in [["spool", "stats"], ["spool", "list", "--json"], ["spool", "export"]] {
             #expect(try run(command + ["--spool", spool], dir).status == 0)
