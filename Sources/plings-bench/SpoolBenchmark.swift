@@ -201,11 +201,11 @@ final class RawSQLite {
     }
 }
 
-final class Counter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    func add() { lock.withLock { count += 1 } }
-    var value: Int { lock.withLock { count } }
+/// A count shared by the benchmark's completion handlers.
+final class Counter: Sendable {
+    private let count = Mutex(0)
+    func add() { count.withLock { $0 += 1 } }
+    var value: Int { count.withLock { $0 } }
 }
 
 /// A child process for the spool tests: commits `--count` scans one transaction at a time and prints each
