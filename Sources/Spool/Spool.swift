@@ -11,6 +11,7 @@ public enum SpoolError: Error, CustomStringConvertible {
     /// Inspection was pointed at a file that is not a plings-bridge spool (it is left untouched).
     case notASpool(String)
     case cannotCreateDirectory(String, String)
+    case cannotSyncDirectory(String, String)
 
     public var description: String {
         switch self {
@@ -24,6 +25,7 @@ public enum SpoolError: Error, CustomStringConvertible {
         case .notASpool(let path):
             return "\(path) is not a plings-bridge spool (no scans table); it was left untouched"
         case .cannotCreateDirectory(let path, let why): return "cannot create spool directory \(path): \(why)"
+        case .cannotSyncDirectory(let path, let why): return "cannot fsync spool directory \(path): \(why)"
         }
     }
 
@@ -56,14 +58,7 @@ public final class Spool: Sendable {
     public init(path: String, synchronous: BridgeConfig.Synchronous = .full) throws(SpoolError) {
         self.path = path
         let directory = (path as NSString).deletingLastPathComponent
-        if !directory.isEmpty, !FileManager.default.fileExists(atPath: directory) {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw .cannotCreateDirectory(directory, "\(error.localizedDescription)")
-            }
-        }
+        try DirectorySync.createDurably(directory.isEmpty ? "." : directory)
         try Spool.createFileIfMissing(path)
         let db: SQLiteConnection
         do {
@@ -74,6 +69,11 @@ public final class Spool: Sendable {
             db.keepWALAllocated()
             try db.execute("PRAGMA synchronous = \(synchronous.rawValue.uppercased())")
             try Spool.migrate(db)
+            // The database and its WAL are new names in the directory: until the directory is fsynced, a
+            // power cut may undo them, and with them every scan committed meanwhile (SQLite syncs the
+            // directory after creating a WAL only on its first WAL sync, never after creating the database).
+            // Every open, not only a creating one: a creator killed before this line leaves the same gap.
+            try DirectorySync.sync(directory.isEmpty ? "." : directory)
         } catch let error as SQLiteError {
             throw .sqlite(error)
         } catch let error as SpoolError {
