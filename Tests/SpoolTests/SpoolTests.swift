@@ -190,6 +190,38 @@ struct SpoolTests {
         #expect(stored == acknowledged)
     }
 
+    /// A gate box's first boot: the spool's directories do not exist yet. The scans a writer acknowledged must
+    /// survive a power cut right after it, on powercutfs (Tests/Rigs/powercut), which drops everything that
+    /// was not fsynced, names in directories included (strict fsync(2) semantics).
+    @Test func firstScansInANewDirectorySurviveAPowerCut() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let backing = dir.file("backing")
+        let mountpoint = dir.file("mnt")
+        try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
+        func mount() throws -> RunningProcess {
+            let fs = try RunningProcess("/usr/bin/python3", [Products.rig("powercut/powercutfs.py"), backing, mountpoint])
+            #expect(fs.waitForLine(timeout: 20) { $0 == "READY" } != nil, "\(fs.stderrText)")
+            return fs
+        }
+        var fs = try mount()
+        defer {
+            fs.stop()
+            _ = try? ProcessRunner.run("/usr/bin/umount", ["-l", mountpoint])
+        }
+        let path = mountpoint + "/box/state/plings-bridge/spool.sqlite"
+        let writer = try RunningProcess(Products.path("plings-bench"), ["writer", "--spool", path, "--count", "20"])
+        #expect(writer.waitForExit(timeout: 60) == 0, "\(writer.stderrText)")
+        let acknowledged = Set(writer.outputLines.filter { $0.count == 36 })
+        #expect(acknowledged.count == 20)
+        fs.signal(SIGUSR1)  // the power cut
+        #expect(fs.waitForExit(timeout: 20) != nil)
+        _ = try ProcessRunner.run("/usr/bin/umount", ["-l", mountpoint])
+        fs = try mount()
+        let stored = Set(try Spool(path: path).list().map(\.id))
+        #expect(acknowledged.isSubset(of: stored), "lost \(acknowledged.subtracting(stored).count) of 20")
+    }
+
     @Test func writerKilledMidBurstLosesNothingAcknowledged() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
