@@ -1,15 +1,17 @@
 import Foundation
+import Platform
 
-/// Makes names in directories durable. fsync(2) on a file makes its data durable, not the directory entry
-/// that leads to it: a new file, a new directory or a rename survives a power cut only once its directory is
+/// Makes the spool's names in directories durable. fsync(2) on a file makes its data durable, not the
+/// directory entry that leads to it: a new file or directory survives a power cut only once its directory is
 /// fsynced. `Spool` creates its directory (and any missing parents) and its database through these.
 enum DirectorySync {
     /// fsyncs the directory at `path`.
     static func sync(_ path: String) throws(SpoolError) {
-        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard fd >= 0 else { throw .cannotSyncDirectory(path, String(cString: strerror(errno))) }
-        defer { close(fd) }
-        guard fsync(fd) == 0 else { throw .cannotSyncDirectory(path, String(cString: strerror(errno))) }
+        do {
+            try AtomicFile.syncDirectory(path)
+        } catch {
+            throw .cannotSyncDirectory(path, "\(error)")
+        }
     }
 
     /// Creates `path` and every missing parent (mode 0700), fsyncing each created level's parent so the new
@@ -19,7 +21,7 @@ enum DirectorySync {
     static func createDurably(_ path: String) throws(SpoolError) {
         var missing: [String] = []
         var level = path
-        while !level.isEmpty, level != "/", !FileManager.default.fileExists(atPath: level) {
+        while !level.isEmpty, level != "/", level != ".", !FileManager.default.fileExists(atPath: level) {
             missing.append(level)
             level = (level as NSString).deletingLastPathComponent
         }
@@ -27,13 +29,8 @@ enum DirectorySync {
             if mkdir(created, 0o700) != 0, errno != EEXIST {
                 throw .cannotCreateDirectory(created, String(cString: strerror(errno)))
             }
-            try sync(parent(of: created))
+            try sync(AtomicFile.parentDirectory(of: created))
         }
-        if missing.isEmpty { try? sync(parent(of: path)) }
-    }
-
-    private static func parent(of path: String) -> String {
-        let parent = (path as NSString).deletingLastPathComponent
-        return parent.isEmpty ? "." : parent
+        if missing.isEmpty { try? sync(AtomicFile.parentDirectory(of: path)) }
     }
 }

@@ -551,6 +551,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0, help="seeds the harsh cut's choices")
     ap.add_argument("--cut-on", type=parse_cut_on, default=None, help="EVENT[:SUFFIX]:N, cut by itself")
     args = ap.parse_args()
+    # A parent may have left these blocked (Foundation's Process does): the cut and the clean stop need them.
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT})
     fs = PowerCutFS(args.backing, harsh=args.harsh, seed=args.seed, cut_on=args.cut_on)
     options = set(pyfuse3.default_options)
     options.update(["fsname=powercutfs", "allow_other"])
