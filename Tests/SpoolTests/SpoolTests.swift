@@ -200,7 +200,8 @@ struct SpoolTests {
         let mountpoint = dir.file("mnt")
         try FileManager.default.createDirectory(atPath: mountpoint, withIntermediateDirectories: true)
         func mount() throws -> RunningProcess {
-            let fs = try RunningProcess("/usr/bin/python3", [Products.rig("powercut/powercutfs.py"), backing, mountpoint])
+            let fs = try RunningProcess(
+                "/usr/bin/python3", [Products.rig("powercut/powercutfs.py"), backing, mountpoint])
             #expect(fs.waitForLine(timeout: 20) { $0 == "READY" } != nil, "\(fs.stderrText)")
             return fs
         }
