@@ -354,8 +354,12 @@ struct CLI {
                     throw CommandFailure.usage(
                         "purge needs --delivered (pending, dead and unrecognized scans are never purged)")
                 }
-                guard let text = args.value("--older-than"), let age = Duration.parse(text) else {
+                guard let text = args.value("--older-than") else {
                     throw CommandFailure.usage("purge needs --older-than AGE, e.g. 7d, 12h, 30m or seconds")
+                }
+                guard let age = Duration.parse(text) else {
+                    throw CommandFailure.usage(
+                        "--older-than '\(text)' is not an age: a finite number >= 0 of seconds, or with d, h, m, s, w")
                 }
                 // The cutoff must be a time the spool can write (RFC 3339: years 0001-9999).
                 let now = Date()
