@@ -71,7 +71,7 @@ let package = Package(
             name: "NFCTests",
             dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport", "Platform"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
-        .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
+        .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(
             name: "HIDTests",

@@ -197,7 +197,7 @@ public enum Doctor {
         return DoctorCheck(
             "polkit rule", .warn, "no polkit rule for group plings: pcscd refuses a service user without a session",
             fix:
-                "scripts/install (or copy udev/plings-bridge-pcsc.rules to /etc/polkit-1/rules.d/60-plings-bridge-pcsc.rules)"
+                "scripts/install (or copy udev/60-plings-bridge-pcsc.rules to /etc/polkit-1/rules.d/)"
         )
     }
 

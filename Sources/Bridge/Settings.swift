@@ -33,10 +33,11 @@ public struct Settings: Sendable {
         var path = configPath ?? environment["PLINGS_BRIDGE_CONFIG"]
         if path == nil, FileManager.default.fileExists(atPath: defaultConfigPath) { path = defaultConfigPath }
         if let path {
-            guard let data = FileManager.default.contents(atPath: path) else {
-                throw ConfigError("cannot read config file \(path)")
+            switch try BoundedFile.read(path, what: "config file") {
+            case .read(let bytes, _): try loader.applyFile(bytes, origin: path)
+            case .missing: throw ConfigError("config file \(path) does not exist")
+            case .denied: throw ConfigError("cannot read config file \(path): permission denied")
             }
-            try loader.applyFile([UInt8](data), origin: path)
         }
         try loader.applyEnvironment(environment)
         for (flag, key, value) in flags {
@@ -125,51 +126,5 @@ public enum APIEndpoint {
         if h == "localhost" || h == "::1" { return true }
         let octets = h.split(separator: ".", omittingEmptySubsequences: false)
         return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
-    }
-}
-
-/// Where the API token comes from, never argv: `--api-token-file`/`api.tokenFile`, else
-/// `PLINGS_BRIDGE_API_TOKEN`, else `$CREDENTIALS_DIRECTORY/token` (systemd `LoadCredential=`).
-public enum TokenSource {
-    /// The token, or nil when none is configured; an API URL without a token is a configuration error.
-    public static func load(config: BridgeConfig, environment: [String: String]) throws(ConfigError) -> String? {
-        let token = try find(config: config, environment: environment)
-        if config.api.url != nil, token == nil {
-            throw ConfigError(
-                "api.url is set but there is no token: set api.tokenFile (--api-token-file), "
-                    + "PLINGS_BRIDGE_API_TOKEN, or a systemd credential named 'token'")
-        }
-        return token
-    }
-
-    static func find(config: BridgeConfig, environment: [String: String]) throws(ConfigError) -> String? {
-        if let file = config.api.tokenFile {
-            return try read(file, what: "api.tokenFile")
-        }
-        if let token = environment["PLINGS_BRIDGE_API_TOKEN"] {
-            let trimmed = token.trimmingASCIIWhitespace()
-            guard !trimmed.isEmpty else { throw ConfigError("PLINGS_BRIDGE_API_TOKEN is empty") }
-            return trimmed
-        }
-        if let directory = environment["CREDENTIALS_DIRECTORY"] {
-            // The unit always loads the credential; an empty token file means "no API token yet".
-            let path = directory + "/token"
-            if let data = FileManager.default.contents(atPath: path),
-                !String(decoding: data, as: UTF8.self).trimmingASCIIWhitespace().isEmpty
-            {
-                return try read(path, what: "credential 'token'")
-            }
-        }
-        return nil
-    }
-
-    private static func read(_ path: String, what: String) throws(ConfigError) -> String {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigError("\(what): cannot read token file \(path)")
-        }
-        // A trailing newline from `echo token > file` is not part of the token.
-        let token = String(decoding: data, as: UTF8.self).trimmingASCIIWhitespace()
-        guard !token.isEmpty else { throw ConfigError("\(what): token file \(path) is empty") }
-        return token
     }
 }

@@ -8,7 +8,9 @@ public struct SystemdNotifier: Sendable {
 
     public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
         socketPath = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
-        if let usec = environment["WATCHDOG_USEC"].flatMap(Double.init), usec > 0,
+        // An unsigned count of microseconds, as sd_watchdog_enabled(3) reads it; anything else (`inf`, `-1`,
+        // `1e300`) is not a watchdog request. Values over 9e15 us (285 years) cannot be timed and are ignored.
+        if let usec = environment["WATCHDOG_USEC"].flatMap(UInt64.init).map(Double.init), usec > 0, usec <= 9e15,
             environment["WATCHDOG_PID"].flatMap(Int32.init).map({ $0 == getpid() }) ?? true
         {
             watchdogInterval = usec / 1_000_000

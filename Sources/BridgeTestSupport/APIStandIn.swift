@@ -14,7 +14,9 @@ public final class APIStandIn: @unchecked Sendable {
         directory = TemporaryDirectory("api")
         self.token = token
         tokenFile = directory.file("token")
-        try (token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        // Private, as a real token file is: the bridge warns about one others can read.
+        _ = FileManager.default.createFile(
+            atPath: tokenFile, contents: Data((token + "\n").utf8), attributes: [.posixPermissions: 0o600])
         process = try RunningProcess(
             "/usr/bin/python3", [Products.rig("api_standin.py"), "--port", "0", "--token-file", tokenFile])
         guard let ready = process.waitForLine(timeout: 20, where: { $0.hasPrefix("READY port=") }),

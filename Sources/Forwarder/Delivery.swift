@@ -58,12 +58,13 @@ public struct Delivery {
             let response = try client.post(
                 url: settings.url, headers: Delivery.headers(settings: settings, scanID: record.id),
                 body: Array(body.utf8), timeout: settings.timeout, allowHTTP: settings.allowInsecureHTTP)
+            // The token must never reach the spool, even when the API echoes it back in an error.
             return DeliveryClassifier.classify(
                 status: response.status, retryAfterHeader: response.retryAfter, body: response.body,
-                location: response.location)
+                location: response.location, secrets: [settings.token])
         } catch {
             if error.cancelled { return nil }
-            return .retry(reason: error.message, retryAfter: nil)
+            return DeliveryOutcome.retry(reason: error.message, retryAfter: nil).redacting([settings.token])
         }
     }
 }

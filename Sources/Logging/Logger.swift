@@ -48,7 +48,11 @@ public final class Logger: Sendable {
     public func log(_ level: LogLevel, _ message: String, _ fields: [(String, String)] = []) {
         let secrets: [String]? = state.withLock { s in level >= s.minimum ? s.secrets : nil }
         guard let secrets else { return }
-        var line = LogLine.format(level: level.description, message: message, fields: fields)
+        // Redact before quoting: quoting escapes `"` and `\` in a secret, and the escaped spelling would not
+        // match. The formatted line is checked again for any spelling that quoting produced.
+        let clean = fields.map { ($0.0, LogLine.redact($0.1, secrets: secrets)) }
+        var line = LogLine.format(
+            level: level.description, message: LogLine.redact(message, secrets: secrets), fields: clean)
         line = LogLine.redact(line, secrets: secrets) + "\n"
         var bytes = Array(line.utf8)
         bytes.withUnsafeMutableBytes { buffer in

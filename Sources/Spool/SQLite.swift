@@ -126,7 +126,18 @@ struct Statement {
     func bind(_ index: Int32, _ value: String?) throws(SQLiteError) {
         let rc: Int32
         if let value {
-            rc = sqlite3_bind_text(handle, index, value, -1, transient)
+            // With the byte count, not -1: a NUL inside a read is stored, not a silent end of the text.
+            var text = value
+            rc = text.withUTF8 { bytes in
+                bytes.withMemoryRebound(to: CChar.self) { chars in
+                    // An empty buffer may have no address; a nil pointer would bind NULL, not "".
+                    guard let base = chars.baseAddress else {
+                        return sqlite3_bind_text(handle, index, "", 0, transient)
+                    }
+                    return sqlite3_bind_text64(
+                        handle, index, base, sqlite3_uint64(chars.count), transient, UInt8(SQLITE_UTF8))
+                }
+            }
         } else {
             rc = sqlite3_bind_null(handle, index)
         }

@@ -135,12 +135,34 @@ struct CLI {
         return await BridgeService(settings: settings, token: token, logger: logger, reload: reload).run()
     }
 
-    func loadToken(_ settings: Settings) throws -> String? {
+    /// The token (see `TokenSource`); its warnings (a token file others can read) are logged once.
+    func loadToken(_ settings: Settings, logWarnings: Bool = true) throws -> String? {
         do {
-            return try TokenSource.load(config: settings.config, environment: environment)
+            return try TokenSource.load(config: settings.config, environment: environment) { warning in
+                if logWarnings { logger.warn(warning.message, [("fix", warning.fix)]) }
+            }
         } catch {
             throw CommandFailure.config(error.description)
         }
+    }
+
+    /// `scan`'s token. A token file this user may not read (an operator in group plings on an installed box: the
+    /// token belongs to the service user) is not an error for `scan`: the read is spooled and the running
+    /// service, which polls the spool every 2 s, delivers it. Root reads the token and makes the one attempt.
+    func scanToken(_ settings: Settings) throws -> String? {
+        let lookup: TokenSource.Lookup
+        do {
+            lookup = try TokenSource.resolve(config: settings.config, environment: environment)
+        } catch {
+            throw CommandFailure.config(error.description)
+        }
+        for warning in lookup.warnings { logger.warn(warning.message, [("fix", warning.fix)]) }
+        if case .unreadable(let path) = lookup.state, settings.config.api.url != nil {
+            logger.info(
+                "this user may not read the API token: the scan is spooled and the running service delivers it",
+                [("tokenFile", path)])
+        }
+        return lookup.token
     }
 
     // MARK: scan
@@ -164,7 +186,7 @@ struct CLI {
             kind = parsed
         }
         let settings = try settings(args, sources: true)
-        let token = try loadToken(settings)
+        let token = try scanToken(settings)
         if let token { logger.addSecret(token) }
         // Location: wait up to 1 s for a live fix from gpsd (a refused connection costs no wait), then take the
         // fix fresh now, exactly like a read in the service. gpsd's cached answer to a new client is not enough:
@@ -327,10 +349,10 @@ struct CLI {
                     print(stats.json().encoded())
                 } else {
                     for state in ScanState.allCases { print("\(state.rawValue): \(stats.counts[state] ?? 0)") }
-                    print(
+                    show(
                         "oldest pending: " + (stats.oldestPendingAge.map { Duration.describe($0) + " ago" } ?? "none"))
-                    print("last error: " + (stats.lastError ?? "none"))
-                    print("spool: \(settings.spoolPath)")
+                    show("last error: " + (stats.lastError ?? "none"))
+                    show("spool: \(settings.spoolPath)")
                 }
             case "retry":
                 guard let spool = existing else { throw CommandFailure.runtime("no spool at \(settings.spoolPath)") }
@@ -344,17 +366,28 @@ struct CLI {
                     guard try spool.retry(id: args.positional[1]) else {
                         throw CommandFailure.runtime("no dead or pending scan with id \(args.positional[1])")
                     }
-                    print("scan \(args.positional[1]) is pending again")
+                    show("scan \(args.positional[1]) is pending again")
                 }
             case "purge":
                 guard args.has("--delivered") else {
                     throw CommandFailure.usage(
                         "purge needs --delivered (pending, dead and unrecognized scans are never purged)")
                 }
-                guard let text = args.value("--older-than"), let age = Duration.parse(text) else {
+                guard let text = args.value("--older-than") else {
                     throw CommandFailure.usage("purge needs --older-than AGE, e.g. 7d, 12h, 30m or seconds")
                 }
-                let n = try existing?.purgeDelivered(before: Date().addingTimeInterval(-age)) ?? 0
+                guard let age = Duration.parse(text) else {
+                    throw CommandFailure.usage(
+                        "--older-than '\(text)' is not an age: a finite number >= 0 of seconds, or with d, h, m, s, w")
+                }
+                // The cutoff must be a time the spool can write (RFC 3339: years 0001-9999).
+                let now = Date()
+                let oldest = now.timeIntervalSince(Duration.yearOne)
+                guard age <= oldest else {
+                    throw CommandFailure.usage(
+                        "--older-than \(text) reaches back before the year 1; at most \(Int(oldest / 86_400))d")
+                }
+                let n = try existing?.purgeDelivered(before: now.addingTimeInterval(-age)) ?? 0
                 print("purged \(n) delivered scan(s)")
             default:
                 throw CommandFailure.usage("unknown spool subcommand '\(sub)'")
@@ -375,7 +408,7 @@ struct CLI {
             var line =
                 "\(Timestamp.format(r.createdAt))  \(r.state.rawValue.padding(12))  \(r.sourceKind.rawValue):\(r.device)  \(what)"
             if let error = r.lastError { line += "  [\(error)]" }
-            print(line + "  id=\(r.id)")
+            show(line + "  id=\(r.id)")
         }
     }
 
@@ -400,11 +433,17 @@ struct CLI {
             print(json.encoded())
         } else {
             print("plings-bridge \(BridgeVersion.current)")
-            for (name, version) in libraries { print("  \(name) \(version)") }
+            for (name, version) in libraries { show("  \(name) \(version)") }
         }
         return 0
     }
 }
+
+/// Prints one line of human-readable output with control characters escaped (`TerminalText`). Every such line
+/// goes through here: outside text (a read, a reader name, an API error) cannot forge rows or drive the
+/// terminal. The lines' own words have no controls or backslashes, so only outside text changes. `--json`
+/// output is printed as it is: JSON escaping keeps it exact.
+func show(_ line: String) { print(TerminalText.escape(line)) }
 
 extension FixedFixProvider {
     /// A provider answering the fix captured once (the `scan` command captures it before opening the spool).
@@ -419,11 +458,32 @@ extension String {
 
 /// Human durations: `7d`, `12h`, `30m`, `45s` or plain seconds.
 enum Duration {
+    /// 0001-01-01T00:00:00Z, the earliest time RFC 3339 (four-digit years) can write.
+    static let yearOne = Date(timeIntervalSince1970: -62_135_596_800)
+
+    /// Seconds, or nil for text that is not a finite age >= 0 (`inf`, `nan`, `1e999d` are refused).
     static func parse(_ text: String) -> Double? {
         let units: [Character: Double] = ["s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800]
-        if let last = text.last, let unit = units[last], let n = Double(text.dropLast()), n >= 0 { return n * unit }
-        if let n = Double(text), n >= 0 { return n }
-        return nil
+        var seconds: Double?
+        if let last = text.last, let unit = units[last], let n = Double(text.dropLast()) {
+            seconds = n * unit
+        } else {
+            seconds = Double(text)
+        }
+        guard let seconds, seconds.isFinite, seconds >= 0 else { return nil }
+        return seconds
+    }
+
+    /// The longest wait a timer can take: timers count nanoseconds in 64 bits (about 292 years), and Swift's
+    /// `Duration` from a larger number of seconds traps.
+    static let maximumWait: Double = 9e9
+
+    /// A `--timeout`/`--duration` value: seconds, > 0 and at most `maximumWait`.
+    static func wait(_ text: String, flag: String) throws -> Double {
+        guard let seconds = Double(text), seconds.isFinite, seconds > 0, seconds <= maximumWait else {
+            throw CommandFailure.usage("\(flag) must be a number of seconds above 0 and at most 9e9, not '\(text)'")
+        }
+        return seconds
     }
 
     static func describe(_ seconds: Double) -> String {

@@ -38,7 +38,7 @@ extension CLI {
         if args.json {
             print(GPSCommandOutput.json(status).encoded())
         } else {
-            for line in GPSCommandOutput.human(status, gpsd: location.gpsd) { print(line) }
+            for line in GPSCommandOutput.human(status, gpsd: location.gpsd) { show(line) }
         }
         return 0
     }

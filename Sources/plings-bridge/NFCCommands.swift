@@ -36,7 +36,7 @@ extension CLI {
             return 0
         }
         if let problem = listing.problem {
-            print("no readers: \(problem)")
+            show("no readers: \(problem)")
             return 0
         }
         if listing.readers.isEmpty {
@@ -45,14 +45,14 @@ extension CLI {
         }
         for reader in listing.readers {
             let selected = NFCSource.matches(reader.name, patterns: patterns) ? "" : "  (not selected by nfc.readers)"
-            print("\(reader.name)\(selected)")
+            show("\(reader.name)\(selected)")
             guard reader.cardPresent else {
                 print("  no card")
                 continue
             }
-            print("  card:  \(reader.tagKind.map { $0.description } ?? "unknown")")
-            print("  ATR:   \(reader.atr.map(NFCReaders.hexUpper) ?? "-")")
-            print("  UID:   \(reader.uid.map(NFCSource.hex) ?? "-")" + (reader.note.map { "  (\($0))" } ?? ""))
+            show("  card:  \(reader.tagKind.map { $0.description } ?? "unknown")")
+            show("  ATR:   \(reader.atr.map(NFCReaders.hexUpper) ?? "-")")
+            show("  UID:   \(reader.uid.map(NFCSource.hex) ?? "-")" + (reader.note.map { "  (\($0))" } ?? ""))
         }
         return 0
     }
@@ -72,12 +72,7 @@ extension CLI {
                 return n
             } ?? 1
         let timeout =
-            try args.value("--timeout").map { text -> Double in
-                guard let s = Double(text), s > 0, s.isFinite else {
-                    throw CommandFailure.usage("--timeout must be a positive number of seconds")
-                }
-                return s
-            } ?? 60
+            try args.value("--timeout").map { try Duration.wait($0, flag: "--timeout") } ?? 60
         let config = try settings(args, sources: false).config
         var nfc = config.nfc
         if let reader = args.value("--reader") { nfc.readers = [reader] }
@@ -188,14 +183,16 @@ extension CLI {
         ])
     }
 
+    /// The tap's human lines; outside text (reader name, URL, reasons) escaped line by line (`TerminalText`).
     static func tapLine(_ event: NFCTapEvent, number: Int) -> String {
-        var line = "tap \(number): \(event.reader)  \(event.kind)  uid \(event.uidHex ?? "-")"
+        let e = TerminalText.escape
+        var line = "tap \(number): \(e(event.reader))  \(event.kind)  uid \(event.uidHex ?? "-")"
         if let error = event.error {
-            line += "\n  FAILED: \(error)"
+            line += "\n  FAILED: \(e(error))"
         } else if let read = event.read, !read.raw.isEmpty {
-            line += "\n  URL: \(read.raw)"
+            line += "\n  URL: \(e(read.raw))"
         } else {
-            line += "\n  no URL: \(event.result?.noURLReason ?? "unknown")"
+            line += "\n  no URL: \(e(event.result?.noURLReason ?? "unknown"))"
         }
         line +=
             "\n  \(event.apduCount) APDUs, connect \(ms(event.connectSeconds * 1000)) ms, "

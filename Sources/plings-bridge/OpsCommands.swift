@@ -19,25 +19,31 @@ extension CLI {
         var token: String?
         do {
             settings = try self.settings(args, sources: true)
-            if let loaded = settings { token = try loadToken(loaded) }
+            if let loaded = settings { token = try loadToken(loaded, logWarnings: false) }
         } catch let CommandFailure.config(message) {
             configError = message
         }
         if let token { logger.addSecret(token) }
         let checks = Doctor.run(
             settings: settings, configError: configError, token: token,
-            extraChecks: settings.map { hardwareChecks($0) } ?? [])
+            extraChecks: settings.map { tokenChecks($0) + hardwareChecks($0) } ?? [])
         if args.json {
             print(JSONValue.array(checks.map { $0.json() }).encoded())
         } else {
             for check in checks {
-                print("[\(check.status.rawValue.padding(4))] \(check.name): \(check.message)")
-                if !check.fix.isEmpty, check.status != .ok { print("       fix: \(check.fix)") }
+                show("[\(check.status.rawValue.padding(4))] \(check.name): \(check.message)")
+                if !check.fix.isEmpty, check.status != .ok { show("       fix: \(check.fix)") }
             }
             let failed = checks.filter { $0.status == .fail }.count
             print(failed == 0 ? "all checks passed" : "\(failed) check(s) failed")
         }
         return DoctorCheck.exitCode(checks)
+    }
+
+    /// The token file's warnings (one a group or other users can read), as findings.
+    func tokenChecks(_ settings: Settings) -> [DoctorCheck] {
+        let lookup = try? TokenSource.resolve(config: settings.config, environment: environment)
+        return (lookup?.warnings ?? []).map { DoctorCheck("token", .warn, $0.message, fix: $0.fix) }
     }
 
     /// Checks contributed by the hardware modules (readers, scanners, gpsd).
@@ -55,7 +61,7 @@ extension CLI {
                 DoctorCheck(
                     "pcscd", .fail, problem,
                     fix: denied
-                        ? "install the polkit rule for group plings (udev/plings-bridge-pcsc.rules) and add the user to it"
+                        ? "install the polkit rule for group plings (udev/60-plings-bridge-pcsc.rules) and add the user to it"
                         : "install and start pcscd: apt-get install pcscd && systemctl enable --now pcscd.socket"),
                 DoctorCheck("readers", .skip, "not checked: pcscd not reachable"),
             ]
@@ -134,13 +140,16 @@ extension CLI {
         let settings = try self.settings(args, sources: false)
         let path = settings.statusPath
         try requirePermission(path, what: "the service's status file", write: false)
+        // A pid outside 1...Int32.max is a broken file, not a process: kill(0) and kill(-1) would "find" our own
+        // process group or every process.
         guard let data = FileManager.default.contents(atPath: path), let json = try? JSONParser.parse([UInt8](data)),
-            let pid = json["pid"]?.intValue, kill(Int32(pid), 0) == 0 || errno == EPERM
+            let pid = json["pid"]?.intValue.flatMap({ Int32(exactly: $0) }), pid > 0,
+            kill(pid, 0) == 0 || errno == EPERM
         else {
             if args.json {
                 print(#"{"running":false}"#)
             } else {
-                print("plings-bridge is not running (no live status at \(path))")
+                show("plings-bridge is not running (no live status at \(path))")
             }
             return 1
         }
@@ -148,11 +157,11 @@ extension CLI {
             print(json.encoded())
             return 0
         }
-        print(
+        show(
             "plings-bridge \(json["version"]?.stringValue ?? "?") running, pid \(pid), since \(json["startedAt"]?.stringValue ?? "?")"
         )
         if let counts = json["spool"]?["counts"] {
-            print(
+            show(
                 "spool: "
                     + ScanState.allCases.map { "\($0.rawValue) \(counts[$0.rawValue]?.intValue ?? 0)" }.joined(
                         separator: ", "))
@@ -160,20 +169,20 @@ extension CLI {
         if let delivery = json["delivery"] {
             var line = "delivery: \(delivery["state"]?.stringValue ?? "?")"
             if let reason = delivery["reason"]?.stringValue { line += " (\(reason))" }
-            print(line)
+            show(line)
         }
         if case .array(let sources)? = json["sources"] {
             for source in sources {
-                print("source \(source["kind"]?.stringValue ?? "?"): \(source["state"]?.stringValue ?? "?")")
+                show("source \(source["kind"]?.stringValue ?? "?"): \(source["state"]?.stringValue ?? "?")")
             }
         }
         if case .object(let reads)? = json["lastReads"] {
             for (device, read) in reads {
                 let outcome = read["outcome"]?.stringValue ?? "?"
-                print("last read \(device): \(read["time"]?.stringValue ?? "?") (at read time: \(outcome))")
+                show("last read \(device): \(read["time"]?.stringValue ?? "?") (at read time: \(outcome))")
             }
         }
-        if let error = json["lastError"]?.stringValue { print("last error: \(error)") }
+        if let error = json["lastError"]?.stringValue { show("last error: \(error)") }
         return 0
     }
 }

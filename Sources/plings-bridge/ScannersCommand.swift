@@ -33,11 +33,11 @@ extension CLI {
         }
         for info in found {
             let id = "\(info.vendor ?? "????"):\(info.model ?? "????")"
-            print("\(info.devnode)  \(id)  \(info.name)")
-            print("    \(info.matched ? "scanner" : "ignored"): \(info.reason)")
-            if let stable = info.stableName { print("    name: \(stable)  layout: \(info.layout ?? "-")") }
-            print("    serial: \(info.serial ?? "-")  path: \(info.path ?? "-")")
-            print(
+            show("\(info.devnode)  \(id)  \(info.name)")
+            show("    \(info.matched ? "scanner" : "ignored"): \(info.reason)")
+            if let stable = info.stableName { show("    name: \(stable)  layout: \(info.layout ?? "-")") }
+            show("    serial: \(info.serial ?? "-")  path: \(info.path ?? "-")")
+            show(
                 "    openable: \(info.openable ? "yes" : "no")  grabbable: \(info.grabbable ? "yes" : "no")"
                     + (info.problem.map { "  (\($0))" } ?? ""))
         }
@@ -51,12 +51,7 @@ extension CLI {
             guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--count must be a positive number") }
             return n
         }
-        let duration = try args.value("--duration").map { (text: String) throws -> Double in
-            guard let seconds = Double(text), seconds > 0 else {
-                throw CommandFailure.usage("--duration must be a positive number of seconds")
-            }
-            return seconds
-        }
+        let duration = try args.value("--duration").map { try Duration.wait($0, flag: "--duration") }
         let config = settings.config
         let printed = Mutex(0)
         let done = DispatchSemaphore(value: 0)

@@ -70,6 +70,17 @@ struct LogLineTests {
         #expect(LogLine.quote("plain") == "plain")
     }
 
+    /// Security review finding 1: C1 controls (NEL U+0085 is a line break to some log readers, U+009B is CSI to
+    /// some terminals) are escaped in logs and JSON too; a JSON reader decodes them to the same text.
+    @Test func c1ControlsAreEscaped() throws {
+        #expect(LogLine.quote("a\u{85}level=error\u{9B}2J") == #""a\u0085level=error\u009b2J""#)
+        #expect(LogLine.quote("caf\u{E9}") == "caf\u{E9}")  // letters beyond ASCII are not controls
+        let encoded = JSONValue.string("x\u{80}\u{9F}").encoded()
+        #expect(encoded == #""x\u0080\u009f""#)
+        #expect(try JSONParser.parse(encoded) == .string("x\u{80}\u{9F}"))
+        #expect(TerminalText.escape("a\u{85}\u{1B}\\\u{A0}") == #"a\x85\x1b\\"# + "\u{A0}")
+    }
+
     @Test func redactsSecrets() {
         #expect(LogLine.redact("Bearer s3cr3t-token!", secrets: ["s3cr3t-token"]) == "Bearer [redacted]!")
         #expect(LogLine.redact("abc", secrets: ["a"]) == "abc")

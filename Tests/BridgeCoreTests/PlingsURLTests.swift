@@ -84,8 +84,27 @@ struct PlingsURLTests {
     @Test func tenKilobyteInputIsRejectedQuickly() {
         let long = "https://s.plings.io/?t=q&i=" + String(repeating: "A", count: 10_240) + "&p=4"
         #expect(parser.parse(long) == .failure(.tooLong(long.utf8.count)))
-        let longIdentifier = "https://s.plings.io/?t=q&i=" + String(repeating: "A", count: 200) + "&p=4"
-        #expect(parser.parse(longIdentifier) == .failure(.badIdentifier))
+    }
+
+    /// Security review finding 7: design 2.1 sets no length for `i`, `p` or `cp`; only the 2048-byte bound on the
+    /// whole URL holds, and every rejection's reason is true.
+    @Test func longFieldsUnderTheURLBoundAreAccepted() throws {
+        let identifier = String(repeating: "4kyQCd5tMDjJVWJKRzVT", count: 20)  // 400 base58 characters
+        let classPointer = String(repeating: "K7-x.", count: 60)  // 300 bytes
+        let path = "1234567890." + Array(repeating: "7", count: 40).joined(separator: ".")  // 10 digits, 41 parts
+        let url = "https://s.plings.io/?t=n&i=\(identifier)&p=\(path)&cp=\(classPointer)"
+        #expect(url.utf8.count < PlingsURLParser.maximumLength)
+        let parsed = try parser.parse(url).get()
+        #expect(parsed.identifier == identifier && parsed.classPointer == classPointer && parsed.path == path)
+        // The whole-URL bound still holds, and its reason gives the real numbers.
+        let tooLong = "https://s.plings.io/?t=n&i=\(identifier)&p=4&cp=" + String(repeating: "x", count: 2048)
+        #expect(parser.parse(tooLong) == .failure(.tooLong(tooLong.utf8.count)))
+        #expect(UnrecognizedReason.tooLong(2100).description == "read is 2100 bytes, longer than 2048")
+        // A rejected identifier or class pointer is rejected for what it contains, and the reason says that.
+        #expect(UnrecognizedReason.badIdentifier.description == "identifier 'i' is not base58")
+        #expect(
+            UnrecognizedReason.badClassPointer.description
+                == "class pointer 'cp' has characters other than visible ASCII")
     }
 
     @Test func configuredHostsReplaceTheDefault() {

@@ -19,6 +19,18 @@ public enum DeliveryOutcome: Sendable, Equatable {
             return reason
         }
     }
+
+    /// The outcome with every spelling of each secret (`LogLine.spellings`) removed from its texts.
+    public func redacting(_ secrets: [String]) -> DeliveryOutcome {
+        func clean(_ text: String) -> String { LogLine.redact(text, secrets: secrets) }
+        switch self {
+        case .delivered(let response): return .delivered(response: clean(response))
+        case .dead(let reason, let response): return .dead(reason: clean(reason), response: clean(response))
+        case .authPaused(let reason): return .authPaused(reason: clean(reason))
+        case .redirected(let reason): return .redirected(reason: clean(reason))
+        case .retry(let reason, let retryAfter): return .retry(reason: clean(reason), retryAfter: retryAfter)
+        }
+    }
 }
 
 /// Classifies an HTTP answer from the API. Pure: the forwarder does the I/O, this decides.
@@ -40,7 +52,21 @@ public enum DeliveryClassifier {
     ///   - retryAfterHeader: the raw `Retry-After` header value, if any.
     ///   - body: the response body bytes.
     ///   - location: the raw `Location` header value, if any (named in a redirect's reason).
-    public static func classify(status: Int, retryAfterHeader: String?, body: [UInt8], location: String? = nil)
+    ///   - secrets: texts that must not survive into the outcome (the token, which an API may echo back in an
+    ///     error): removed from the whole body before it is truncated (so no part of one is kept at the cut),
+    ///     and from the reasons built from it.
+    public static func classify(
+        status: Int, retryAfterHeader: String?, body: [UInt8], location: String? = nil, secrets: [String] = []
+    ) -> DeliveryOutcome {
+        if secrets.isEmpty {
+            return classifyClean(status: status, retryAfterHeader: retryAfterHeader, body: body, location: location)
+        }
+        let clean = Array(LogLine.redact(String(decoding: body, as: UTF8.self), secrets: secrets).utf8)
+        return classifyClean(status: status, retryAfterHeader: retryAfterHeader, body: clean, location: location)
+            .redacting(secrets)
+    }
+
+    private static func classifyClean(status: Int, retryAfterHeader: String?, body: [UInt8], location: String?)
         -> DeliveryOutcome
     {
         let kept = truncated(body)

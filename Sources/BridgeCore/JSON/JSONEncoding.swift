@@ -45,7 +45,8 @@ extension JSONValue {
             case "\n": out += "\\n"
             case "\r": out += "\\r"
             case "\t": out += "\\t"
-            case let c where c.value < 0x20 || c.value == 0x7F:
+            // C1 controls too: JSON allows them raw, but a terminal may act on them (U+009B is CSI).
+            case let c where TerminalText.isControl(c):
                 let hex = String(c.value, radix: 16)
                 out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
             default: out.unicodeScalars.append(scalar)

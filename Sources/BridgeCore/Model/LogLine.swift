@@ -15,7 +15,7 @@ public enum LogLine {
         let needsQuotes =
             value.isEmpty
             || value.unicodeScalars.contains {
-                $0 == " " || $0 == "\"" || $0 == "=" || $0.value < 0x20 || $0.value == 0x7F
+                $0 == " " || $0 == "\"" || $0 == "=" || TerminalText.isControl($0)
             }
         if !needsQuotes { return value }
         // A JSON string literal is a valid quoted logfmt value (Go's strconv.Unquote, which logfmt readers use,
@@ -25,14 +25,43 @@ public enum LogLine {
         return out
     }
 
-    /// `text` with every occurrence of each secret replaced by `[redacted]`. Secrets shorter than 4 characters
-    /// are ignored (they would redact ordinary words).
+    /// `text` with every occurrence of each secret replaced by `[redacted]`, in each of its `spellings`.
+    /// Secrets shorter than 4 characters are ignored (they would redact ordinary words); tokens are refused
+    /// below `APIToken.minimumLength` long before they get here.
     public static func redact(_ text: String, secrets: [String]) -> String {
         var out = text
-        for secret in secrets where secret.count >= 4 && out.contains(secret) {
-            out = out.replacingOccurrences(of: secret, with: "[redacted]")
+        for secret in secrets where secret.count >= 4 {
+            for spelling in spellings(of: secret) where out.contains(spelling) {
+                out = out.replacingOccurrences(of: spelling, with: "[redacted]")
+            }
         }
         return out
+    }
+
+    /// The ways a secret can be spelled in text we keep or print: as it is, and as the inside of a JSON string
+    /// (our own log quoting, an API echoing it in an error body) with `"` and `\` escaped, optionally `/` as
+    /// `\/`, and `<`, `>`, `&` as `\u003c`-style escapes the way HTML-safe encoders write them.
+    public static func spellings(of secret: String) -> [String] {
+        var minimal = ""
+        var slashes = ""
+        var htmlSafe = ""
+        for scalar in secret.unicodeScalars {
+            var escaped = ""
+            JSONValue.writeString(String(scalar), to: &escaped)
+            let inner = String(escaped.dropFirst().dropLast())
+            minimal += inner
+            slashes += scalar == "/" ? "\\/" : inner
+            switch scalar {
+            case "/": htmlSafe += "\\/"
+            case "<": htmlSafe += "\\u003c"
+            case ">": htmlSafe += "\\u003e"
+            case "&": htmlSafe += "\\u0026"
+            default: htmlSafe += inner
+            }
+        }
+        var result = [secret]
+        for form in [minimal, slashes, htmlSafe] where !result.contains(form) { result.append(form) }
+        return result
     }
 }
 

@@ -31,9 +31,8 @@ public struct PlingsIdentifier: Sendable, Equatable {
 /// ends up in the spool. Everything that is not a valid Plings URL is an `UnrecognizedReason`, never a crash.
 public struct PlingsURLParser: Sendable {
     /// Reads longer than this are rejected before any parsing (a scanner or tag has no business sending more).
+    /// The only length bound: `i`, `p` and `cp` have none of their own (design 2.1 sets none).
     public static let maximumLength = 2048
-    static let maximumIdentifierLength = 128
-    static let maximumPathComponents = 32
     static let base58Alphabet = Set("123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz".utf8)
 
     /// Accepted hosts, lower-cased.
@@ -56,6 +55,12 @@ public struct PlingsURLParser: Sendable {
         else { return .failure(.notAURL) }
         let scheme = String(decoding: bytes[..<colon], as: UTF8.self).lowercased()
         guard scheme == "https" || scheme == "http" else { return .failure(.unsupportedScheme(scheme)) }
+        // A URL has no control characters (RFC 3986); a NUL inside one is a broken tag, not padding (trailing NUL
+        // padding never gets here: NDEFURI drops it, and surrounding whitespace and NULs are trimmed above).
+        if let bad = text.unicodeScalars.enumerated().first(where: { TerminalText.isControl($0.element) }) {
+            let offset = text.unicodeScalars.prefix(bad.offset).reduce(0) { $0 + UTF8.width($1) }
+            return .failure(.controlCharacter(bad.element.value, byte: offset + 1))
+        }
 
         // Authority: everything up to the first '/', '?' or '#'.
         let authorityStart = colon + 3
@@ -109,17 +114,15 @@ public struct PlingsURLParser: Sendable {
         guard let typeText = parameters["t"] else { return .failure(.missingParameter("t")) }
         guard let type = TransportCode(rawValue: typeText) else { return .failure(.badType(typeText)) }
         guard let identifier = parameters["i"], !identifier.isEmpty else { return .failure(.missingParameter("i")) }
-        guard identifier.utf8.count <= PlingsURLParser.maximumIdentifierLength,
-            identifier.utf8.allSatisfy({ PlingsURLParser.base58Alphabet.contains($0) })
-        else { return .failure(.badIdentifier) }
+        guard identifier.utf8.allSatisfy({ PlingsURLParser.base58Alphabet.contains($0) }) else {
+            return .failure(.badIdentifier)
+        }
         guard let pathValue = parameters["p"], !pathValue.isEmpty else { return .failure(.missingParameter("p")) }
         guard PlingsURLParser.isDottedDecimal(pathValue) else { return .failure(.badPath(pathValue)) }
         var classPointer = parameters["cp"]
         if classPointer?.isEmpty == true { classPointer = nil }
         if let cp = classPointer {
-            guard cp.utf8.count <= PlingsURLParser.maximumIdentifierLength,
-                cp.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F })
-            else { return .failure(.badClassPointer) }
+            guard cp.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else { return .failure(.badClassPointer) }
         }
         return .success(
             PlingsIdentifier(type: type, identifier: identifier, path: pathValue, classPointer: classPointer))
@@ -127,8 +130,7 @@ public struct PlingsURLParser: Sendable {
 
     static func isDottedDecimal(_ text: String) -> Bool {
         let components = text.utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard components.count <= maximumPathComponents else { return false }
-        return components.allSatisfy { !$0.isEmpty && $0.count <= 9 && $0.allSatisfy { (48...57).contains($0) } }
+        return components.allSatisfy { !$0.isEmpty && $0.allSatisfy { (48...57).contains($0) } }
     }
 
     /// Decodes `%XX` escapes; nil on a broken escape or when the result is not UTF-8.
@@ -177,6 +179,8 @@ public enum UnrecognizedReason: Error, Sendable, Equatable, CustomStringConverti
     case badIdentifier
     case badPath(String)
     case badClassPointer
+    /// A control character (code point, 1-based byte offset) inside a URL, e.g. a NUL from a broken tag.
+    case controlCharacter(UInt32, byte: Int)
     /// The tag or device gave no URL at all (blank tag, no NDEF, no URI record): the reason comes from the source.
     case noURL(String)
 
@@ -192,9 +196,14 @@ public enum UnrecognizedReason: Error, Sendable, Equatable, CustomStringConverti
         case .duplicateParameter(let k): return "parameter '\(k)' appears more than once"
         case .missingParameter(let k): return "missing parameter '\(k)'"
         case .badType(let t): return "transport type '\(t.prefix(8))' is not one of q, n, r, b"
-        case .badIdentifier: return "identifier 'i' is not base58 (or longer than 128)"
+        case .badIdentifier: return "identifier 'i' is not base58"
         case .badPath(let p): return "path 'p=\(p.prefix(64))' is not dotted decimal numbers"
-        case .badClassPointer: return "class pointer 'cp' has invalid characters"
+        case .badClassPointer: return "class pointer 'cp' has characters other than visible ASCII"
+        case .controlCharacter(let value, let byte):
+            let hex = String(value, radix: 16, uppercase: true)
+            let name =
+                value == 0 ? "a NUL" : "the control character U+" + String(repeating: "0", count: 4 - hex.count) + hex
+            return "URL contains \(name) at byte \(byte)"
         case .noURL(let why): return why
         }
     }

@@ -10,7 +10,10 @@ public enum Timestamp {
     public static func format(_ date: Date) -> String {
         // Truncate to the millisecond, after a 1 us nudge: a time parsed from "….491Z" is stored as a double
         // just below .491 and must format back to .491.
-        let totalMillis = Int64((date.timeIntervalSince1970 * 1000 + 0.001).rounded(.down))
+        // Clamped to what Int64 milliseconds hold (+-292 million years): a date from outside (a hostile gpsd, a
+        // huge flag) must not trap here; such a date shows as an absurd year, which is what it is.
+        let millis = (date.timeIntervalSince1970 * 1000 + 0.001).rounded(.down)
+        let totalMillis = millis.isNaN ? 0 : Int64(min(max(millis, -9.2e18), 9.2e18))
         return format(unixMilliseconds: totalMillis)
     }
 

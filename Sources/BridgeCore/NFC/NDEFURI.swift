@@ -44,10 +44,10 @@ public enum NDEFURI {
     ///
     /// Returns nil for an empty payload or a rest that is not valid UTF-8. Codes above 0x23 are
     /// reserved (RFU); RTD-URI says a reader treats them as 0x00, so the rest is returned unprefixed
-    /// rather than the record being dropped.
+    /// rather than the record being dropped. Trailing NUL padding is not part of the URI (`withoutNULPadding`).
     public static func decode(payload: [UInt8]) -> String? {
         guard let code = payload.first else { return nil }
-        guard let rest = String(validating: payload.dropFirst(), as: UTF8.self) else { return nil }
+        guard let rest = String(validating: withoutNULPadding(payload.dropFirst()), as: UTF8.self) else { return nil }
         let index = Int(code)
         let prefix = index < prefixes.count ? prefixes[index] : ""
         return prefix + rest
@@ -60,12 +60,22 @@ public enum NDEFURI {
         if record.tnf == NDEFRecord.TNF.wellKnown && record.type == NDEFRecord.WellKnownType.uri {
             uri = decode(payload: record.payload)
         } else if record.tnf == NDEFRecord.TNF.absoluteURI {
-            uri = String(validating: record.type, as: UTF8.self)
+            uri = String(validating: withoutNULPadding(record.type[...]), as: UTF8.self)
         } else {
             uri = nil
         }
         guard let uri, !uri.isEmpty else { return nil }
         return uri
+    }
+
+    /// `bytes` without trailing NULs. Tags written by common apps pad the URI record with NULs up to a size of
+    /// their choosing (a public NTAG216 dump reads `https://www.guidoz.com` followed by six NULs); the padding is
+    /// not part of the URI (RFC 3986 has no NUL), so it is dropped. A NUL before other bytes stays, and the read
+    /// is then unrecognized with a reason that names it (`UnrecognizedReason.controlCharacter`).
+    public static func withoutNULPadding(_ bytes: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var end = bytes.endIndex
+        while end > bytes.startIndex, bytes[end - 1] == 0 { end -= 1 }
+        return bytes[bytes.startIndex..<end]
     }
 
     /// All URIs in `records`, in message order.
