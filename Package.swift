@@ -1,5 +1,5 @@
 // swift-tools-version:6.0
-// plings-bridge: no outside packages; the toolchain plus Debian C libraries (see design section 3).
+// plings-bridge: no outside packages; the toolchain plus Debian C libraries (see docs/architecture.md).
 import PackageDescription
 
 let package = Package(

@@ -6,8 +6,9 @@ import Spool
 
 /// The `scan` command's delivery: one attempt, recorded in the spool exactly as the service would.
 public enum OneShotDelivery {
-    /// `scan`'s single delivery attempt (design 2.3): only when no earlier scan of the identifier is pending,
-    /// else the scan is left to `run` so capture order holds. The outcome is recorded like the service would.
+    /// `scan`'s single delivery attempt (docs/contracts.md, "Delivery order"): only when no earlier scan of the
+    /// identifier is pending, else the scan is left to `run` so capture order holds. The outcome is recorded like
+    /// the service would.
     public static func deliver(scanID: String, spool: Spool, api: APISettings, logger: Logger) {
         let now = Date()
         guard let record = try? spool.claimIfHead(id: scanID, now: now, lease: Forwarder.lease(api)) else {

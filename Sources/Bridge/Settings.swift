@@ -2,7 +2,7 @@ import BridgeCore
 import Forwarder
 import Foundation
 
-/// Loads the configuration the way design 2.6 says: JSON file, then environment, then flags.
+/// Loads the configuration as docs/contracts.md, "Configuration" says: JSON file, then environment, then flags.
 public struct Settings: Sendable {
     public static let defaultConfigPath = "/etc/plings-bridge/config.json"
     /// The installed service's spool (`StateDirectory=plings-bridge`) and status file (`RuntimeDirectory=`).

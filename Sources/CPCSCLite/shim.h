@@ -4,7 +4,7 @@
 #include <PCSC/wintypes.h>
 #include <PCSC/pcsclite.h>
 
-// The Swift side relies on these layouts (design 4): DWORD and LONG are 64-bit on Linux, and
+// The Swift side relies on these layouts: DWORD and LONG are 64-bit on Linux, and
 // SCARD_READERSTATE is 80 bytes. A different pcsc-lite ABI must fail the build, not corrupt memory.
 _Static_assert(sizeof(DWORD) == 8, "pcsc-lite DWORD is expected to be 64-bit on Linux");
 _Static_assert(sizeof(LONG) == 8, "pcsc-lite LONG is expected to be 64-bit on Linux");

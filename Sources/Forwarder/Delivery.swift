@@ -26,7 +26,7 @@ public struct APISettings: Sendable {
     }
 }
 
-/// One delivery attempt of one scan: build design 2.3's request, send it, classify the answer.
+/// One delivery attempt of one scan: build the request (docs/contracts.md, "HTTP request"), send it, classify it.
 public struct Delivery {
     public let settings: APISettings
     public let client: HTTPClient
@@ -36,7 +36,7 @@ public struct Delivery {
         self.client = client
     }
 
-    /// The request headers of design 2.3.
+    /// The request headers (docs/contracts.md, "HTTP request").
     public static func headers(settings: APISettings, scanID: String) -> [String] {
         [
             "Content-Type: application/json",

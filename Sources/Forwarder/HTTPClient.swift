@@ -19,7 +19,7 @@ public struct HTTPTransportError: Error, CustomStringConvertible, Sendable {
 
 /// A blocking HTTPS client over libcurl: one easy handle, so the connection is reused between requests.
 ///
-/// libcurl rather than FoundationNetworking's URLSession: design section 4 measured URLSession's RSS growing
+/// libcurl rather than FoundationNetworking's URLSession: we measured URLSession's RSS growing
 /// over 13k requests, whole-second timeouts and 34 MB of ICU data in a static binary; libcurl keeps memory
 /// flat (measured in docs/benchmarks.md) and is already a Debian library.
 public final class HTTPClient: @unchecked Sendable {

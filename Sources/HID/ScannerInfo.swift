@@ -1,7 +1,7 @@
 import BridgeCore
 import Glibc
 
-/// One candidate device as `plings-bridge scanners` reports it (design 2.5).
+/// One candidate device as `plings-bridge scanners` reports it (docs/contracts.md, "Command line").
 public struct ScannerInfo: Sendable, Equatable {
     public var devnode: String
     /// Product name.

@@ -49,8 +49,9 @@ public enum ScannerMatcher {
         return true
     }
 
-    /// Stable names (design 2.5) keyed by devnode: `ID_SERIAL` when no other scanner in `devices` has the
-    /// same one (identical scanners often share a serial, or have none), else `ID_PATH`, else the devnode.
+    /// Stable names (docs/contracts.md, "Spool record") keyed by devnode: `ID_SERIAL` when no other scanner in
+    /// `devices` has the same one (identical scanners often share a serial, or have none), else `ID_PATH`, else
+    /// the devnode.
     public static func stableNames(_ devices: [InputDeviceInfo]) -> [String: String] {
         var serialCounts: [String: Int] = [:]
         for device in devices {

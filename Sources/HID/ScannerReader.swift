@@ -7,7 +7,7 @@ import Platform
 /// What the reader needs to decode one scanner: who it is and how it types.
 struct ScannerIdentity: Sendable {
     var devnode: String
-    /// The stable name reads carry as their device (design 2.5).
+    /// The stable name reads carry as their device (docs/contracts.md, "Spool record").
     var name: String
     /// The product name, for logs.
     var product: String

@@ -31,7 +31,7 @@ public struct GPSStatus: Sendable, Equatable {
 /// The gpsd client: one connection on its own thread, blocking in recv(2) on the socket (no polling), and the
 /// latest fix cached for the read path.
 ///
-/// `currentFix()` is a Mutex-protected read of that cache, never I/O: it sits on every read (design 2.2). The
+/// `currentFix()` is a Mutex-protected read of that cache, never I/O: it sits on every read. The
 /// thread reconnects with backoff (0.5 s doubling to 30 s) when gpsd is absent, killed or restarted, and logs one
 /// line per state change (connected, lost, waiting), never one per attempt.
 public final class GPSClient: Service, FixProvider, Sendable {

@@ -6,7 +6,7 @@ import Platform
 
 /// The NFC source: watches PC/SC readers through pcscd and turns each tap into one `Read`.
 ///
-/// One dedicated thread owns the PC/SC context and blocks in `SCardGetStatusChange(INFINITE)` (design 4: a
+/// One dedicated thread owns the PC/SC context and blocks in `SCardGetStatusChange(INFINITE)` (docs/architecture.md: a
 /// blocking C call never runs inside a Task or on a global queue). The wait set always holds
 /// `\\?PnP?\Notification`, so it works with zero readers and wakes when readers come and go; the readers are
 /// re-listed after every wake-up. pcscd absent, stopped or restarted loses the context: the thread backs off,

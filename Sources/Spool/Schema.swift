@@ -4,7 +4,7 @@
 /// same transaction as the step, so a crash mid-migration leaves the previous version intact.
 enum Schema {
     static let migrations: [String] = [
-        // 1: the record of design 2.4.
+        // 1: the record of docs/contracts.md, "Spool record".
         """
         CREATE TABLE scans (
             seq INTEGER PRIMARY KEY AUTOINCREMENT,

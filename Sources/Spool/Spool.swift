@@ -36,8 +36,8 @@ public enum SpoolError: Error, CustomStringConvertible {
     }
 }
 
-/// The durable local store of every accepted scan (design 2.4): SQLite in WAL mode, `synchronous=FULL` by
-/// default, shared safely by several processes (a running service and CLI commands).
+/// The durable local store of every accepted scan (docs/contracts.md, "Spool record"): SQLite in WAL mode,
+/// `synchronous=FULL` by default, shared safely by several processes (a running service and CLI commands).
 ///
 /// All calls are short synchronous transactions, serialised by a mutex: SQLite connections are not
 /// thread-safe, and a lock held for one commit is simpler and faster than hopping to an actor. Callers on the
@@ -438,7 +438,7 @@ public final class Spool: Sendable {
     }
 
     /// Claims one scan for the `scan` command's single attempt, only if no earlier scan of its identifier is
-    /// pending (design 2.3). Returns nil when it must be left to `run`.
+    /// pending (docs/contracts.md, "Delivery order"). Returns nil when it must be left to `run`.
     public func claimIfHead(id: String, now: Date, lease: Double) throws(SpoolError) -> ScanRecord? {
         try withBookkeeping { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in

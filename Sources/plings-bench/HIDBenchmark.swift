@@ -8,7 +8,7 @@ import Spool
 import Platform
 
 /// `plings-bench hid`: keystroke decoding throughput from memory, the reader loop through a pipe, and the
-/// latency from a scanner's KEY_ENTER to the committed spool record (design 4: goals >= 30 M events/s and
+/// latency from a scanner's KEY_ENTER to the committed spool record (docs/benchmarks.md: goals >= 30 M events/s and
 /// < 2 ms median). Run it from a release build.
 enum HIDBenchmark {
     static func run(arguments: [String]) {

@@ -53,7 +53,8 @@ extension CLI {
 
 /// The two renderings of `plings-bridge gps`.
 enum GPSCommandOutput {
-    /// Design 2.5's shape; unknown values are null. `fresh`, `clockUnsynchronised` and `error` are extras.
+    /// The shape of docs/contracts.md, "Command line"; unknown values are null. `fresh`, `clockUnsynchronised` and
+    /// `error` are extras.
     static func json(_ s: GPSStatus) -> JSONValue {
         func number(_ v: Double?) -> JSONValue { v.map { .number($0) } ?? .null }
         func integer(_ v: Int?) -> JSONValue { v.map { .integer($0) } ?? .null }

@@ -2,7 +2,7 @@ import Testing
 
 @testable import BridgeCore
 
-/// Design 2.1: what is a Plings URL, and why everything else is not.
+/// docs/contracts.md, "Plings URL": what is a Plings URL, and why everything else is not.
 struct PlingsURLTests {
     let parser = PlingsURLParser()
 

@@ -3,7 +3,7 @@ import Testing
 
 @testable import BridgeCore
 
-/// Design 2.2: the exact input JSON, golden.
+/// docs/contracts.md, "resolveIdentifier input": the exact input JSON, golden.
 struct ResolveIdentifierInputTests {
     /// 2026-06-14T08:00:00.123Z
     let time = Date(timeIntervalSince1970: 1_781_424_000.123_9)

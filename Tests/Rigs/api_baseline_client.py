@@ -1,7 +1,7 @@
 #!/usr/bin/python3
-"""Benchmark baseline: how fast a plain Python client can deliver design 2.3 requests.
+"""Benchmark baseline: how fast a plain Python client can deliver the requests of docs/contracts.md.
 
-Sends --count POSTs of the exact plings-bridge request (design 2.2 input, 2.3 headers and body)
+Sends --count POSTs of the exact plings-bridge request (its input, headers and body)
 from --concurrency threads, each on its own persistent keep-alive connection with TCP_NODELAY,
 and prints one JSON line: {"count":N,"concurrency":C,"seconds":S,"perSecond":R,"failures":F}.
 A request fails unless it gets HTTP 200 with data.resolveIdentifier and no errors.
@@ -30,7 +30,7 @@ BASE58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 
 
 def timestamp_now():
-    # RFC 3339 UTC with milliseconds and 'Z', as design 2.2 requires.
+    # RFC 3339 UTC with milliseconds and 'Z', as docs/contracts.md requires.
     now = datetime.datetime.now(datetime.timezone.utc)
     return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 

@@ -2,9 +2,9 @@
 """Strict GraphQL stand-in of the Plings API, for plings-bridge integration tests and benchmarks.
 
 Serves `POST /graphql` on loopback with a schema whose `ResolveIdentifierInput` is exactly the
-input of design 2.2, so unknown or mistyped fields are rejected the way the real API rejects them.
+input of docs/contracts.md ("resolveIdentifier input"), so unknown or mistyped fields are rejected the way the real API rejects them.
 It checks the bearer token, records every request it receives, and can be told at runtime (under
-`/_control/`) to fail in the ways design 2.3's outcome table distinguishes.
+`/_control/`) to fail in the ways the outcome table of docs/contracts.md ("Outcomes") distinguishes.
 
 Usage: api_standin.py --port 0 --token-file PATH [--host 127.0.0.1] [--record-limit N] [-v]
 Prints `READY port=<port>` on stdout once listening; everything else goes to stderr.
@@ -51,7 +51,7 @@ type Query { health: Boolean! }
 type Mutation { resolveIdentifier(input: ResolveIdentifierInput!): ResolveIdentifierResult }
 """
 
-# RFC 3339 UTC with exactly three fractional digits and 'Z' (design 2.2). ASCII so that \d does
+# RFC 3339 UTC with exactly three fractional digits and 'Z' (docs/contracts.md). ASCII so that \d does
 # not accept other Unicode digits; fullmatch so that a trailing newline is not accepted.
 TIMESTAMP_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", re.ASCII)
 
@@ -338,7 +338,7 @@ class State:
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
             if identifier is not None:
                 if self.in_flight_ids[identifier] > 0:
-                    self.identifier_overlaps += 1  # Design 2.3: never two scans of one identifier in flight.
+                    self.identifier_overlaps += 1  # docs/contracts.md, "Delivery order": never two scans of one identifier in flight.
                 self.in_flight_ids[identifier] += 1
             key = record["headers"].get("idempotency-key")
             if key is not None:
@@ -379,7 +379,7 @@ class State:
             self.cond.notify_all()
 
     def _check_order(self, record, identifier):
-        # Design 2.3: per identifier, capture order; a delivered scan must not be older than one
+        # docs/contracts.md, "Delivery order": per identifier, capture order; a delivered scan must not be older than one
         # already delivered (an equal timestamp is a legitimate at-least-once resend).
         inp = record.get("input")
         meta = inp.get("scanMetadata") if isinstance(inp, dict) else None

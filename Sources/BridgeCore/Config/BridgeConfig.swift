@@ -1,4 +1,5 @@
-/// The service configuration (design 2.6). Every field has the documented default.
+/// The service configuration (docs/contracts.md, "Configuration"; every key in docs/configuration.md). Every field
+/// has the documented default.
 public struct BridgeConfig: Sendable, Equatable {
     public var api = API()
     public var spool = Spool()

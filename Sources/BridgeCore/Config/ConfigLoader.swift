@@ -5,8 +5,8 @@ public struct ConfigError: Error, Equatable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// Builds a `BridgeConfig` from the three layers of design 2.6: JSON file, then `PLINGS_BRIDGE_*` environment,
-/// then command-line flags; later wins.
+/// Builds a `BridgeConfig` from the three layers of docs/contracts.md, "Configuration": JSON file, then
+/// `PLINGS_BRIDGE_*` environment, then command-line flags; later wins.
 ///
 /// Every layer is checked against one schema (`ConfigLoader.schema`), so a key is spelled, typed and bounded in
 /// exactly one place and every error names where the bad value came from.

@@ -1,4 +1,4 @@
-/// What one delivery attempt's answer means for the scan (design 2.3's outcome table).
+/// What one delivery attempt's answer means for the scan (docs/contracts.md, "Outcomes").
 public enum DeliveryOutcome: Sendable, Equatable {
     /// 2xx with `data.resolveIdentifier` and no errors. `response` is the (truncated) body to keep.
     case delivered(response: String)

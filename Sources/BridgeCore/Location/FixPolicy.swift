@@ -35,7 +35,7 @@ public struct GPSFix: Sendable, Equatable {
     public func gpsTime(atMonotonic now: Double) -> Double { gpsTime + max(0, now - receivedAt) }
 }
 
-/// The horizontal error of a fix (design 2.2's `accuracy`).
+/// The horizontal error of a fix (`accuracy` in docs/contracts.md, "resolveIdentifier input").
 public enum HorizontalAccuracy {
     /// gpsd's `eph` when present (it follows the receiver's HDOP). Otherwise the error ellipse's axes combined as
     /// `sqrt(epx² + epy²)`: the radius that contains the ellipse's 1-sigma box, so never smaller than either axis
@@ -65,7 +65,7 @@ public enum FixUpdate: Sendable, Equatable {
     case ignore
 }
 
-/// Fix freshness: the rules of design section 4, without I/O or clocks (callers pass the times in).
+/// Fix freshness (`location` in docs/configuration.md), without I/O or clocks (callers pass the times in).
 public struct FixPolicy: Sendable, Equatable {
     public var maxFixAge: Double
     public var minMode: Int

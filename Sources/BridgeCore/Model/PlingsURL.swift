@@ -6,7 +6,7 @@ public enum TransportCode: String, Sendable, CaseIterable {
     case barcode = "b"
 }
 
-/// A Plings identifier parsed from a tag or code URL (design 2.1).
+/// A Plings identifier parsed from a tag or code URL (docs/contracts.md, "Plings URL").
 public struct PlingsIdentifier: Sendable, Equatable {
     public var type: TransportCode
     /// The base58 object identifier (`i=`).

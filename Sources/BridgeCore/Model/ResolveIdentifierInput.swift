@@ -1,6 +1,7 @@
 import Foundation
 
-/// Builds the `resolveIdentifier` input of design 2.2, exactly as the Plings iOS app sends it.
+/// Builds the `resolveIdentifier` input (docs/contracts.md, "resolveIdentifier input"), exactly as the Plings iOS
+/// app sends it.
 public enum ResolveIdentifierInput {
     /// The input object: `type`, `identifier`, `path`, `classPointer` (omitted when absent) and `scanMetadata`
     /// with `timestamp` and, only when a valid fix is given, `geoLocation` with `consent: true`.
@@ -26,7 +27,7 @@ public enum ResolveIdentifierInput {
     }
 }
 
-/// The HTTP request body of design 2.3.
+/// The HTTP request body (docs/contracts.md, "HTTP request").
 public enum GraphQLRequestBody {
     public static let defaultDocument =
         "mutation ResolveIdentifier($input: ResolveIdentifierInput!) { resolveIdentifier(input: $input) { __typename } }"

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The lifecycle state of a spooled scan (design 2.4).
+/// The lifecycle state of a spooled scan (docs/contracts.md, "Spool record").
 public enum ScanState: String, Sendable, CaseIterable {
     /// Waiting for delivery (or for an API to be configured).
     case pending
@@ -20,7 +20,7 @@ public struct NewScan: Sendable, Equatable {
     public var state: ScanState
     /// The identifier, for per-identifier ordering; nil when unrecognized.
     public var identifier: String?
-    /// The resolveIdentifier input JSON (design 2.2); nil when unrecognized.
+    /// The resolveIdentifier input JSON (docs/contracts.md, "resolveIdentifier input"); nil when unrecognized.
     public var inputJSON: String?
     /// Why the read is unrecognized; nil otherwise.
     public var reason: String?

@@ -1,6 +1,6 @@
 import Foundation
 
-/// A scan as stored in the spool (design 2.4), for inspection and delivery.
+/// A scan as stored in the spool (docs/contracts.md, "Spool record"), for inspection and delivery.
 public struct ScanRecord: Sendable, Equatable {
     public var id: String
     public var createdAt: Date
@@ -39,7 +39,7 @@ public struct ScanRecord: Sendable, Equatable {
         self.response = response
     }
 
-    /// The `spool list --json` object of design 2.5 (field names fixed; absent values null).
+    /// The `spool list --json` object (docs/contracts.md, "Spool record"; field names fixed; absent values null).
     public func json() -> JSONValue {
         func optional(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
         // The input is stored as JSON text we wrote; if it ever fails to parse (a hand-edited row), show it as a
