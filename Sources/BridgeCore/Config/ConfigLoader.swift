@@ -182,7 +182,6 @@ public struct ConfigLoader {
         try set(path, kind: kind, value: value, origin: origin)
     }
 
-    // swiftlint:disable:next cyclomatic_complexity
     private mutating func set(_ path: String, kind: Kind, value: JSONValue, origin: String) throws(ConfigError) {
         func fail(_ expected: String) -> ConfigError {
             ConfigError("\(origin): expected \(expected), got \(value.typeName)")

@@ -32,7 +32,7 @@ public enum LogLine {
         var out = text
         for secret in secrets where secret.count >= 4 {
             for spelling in spellings(of: secret) where out.contains(spelling) {
-                out = out.replacingOccurrences(of: spelling, with: "[redacted]")
+                out = out.replacing(spelling, with: "[redacted]")
             }
         }
         return out
@@ -62,34 +62,5 @@ public enum LogLine {
         var result = [secret]
         for form in [minimal, slashes, htmlSafe] where !result.contains(form) { result.append(form) }
         return result
-    }
-}
-
-extension String {
-    fileprivate func replacingOccurrences(of target: String, with replacement: String) -> String {
-        guard !target.isEmpty else { return self }
-        var result = ""
-        var rest = self[...]
-        while let range = rest.range(of: target) {
-            result += rest[..<range.lowerBound]
-            result += replacement
-            rest = rest[range.upperBound...]
-        }
-        result += rest
-        return result
-    }
-}
-
-extension Substring {
-    fileprivate func range(of target: String) -> Range<Substring.Index>? {
-        guard let first = target.first else { return nil }
-        var index = startIndex
-        while index < endIndex {
-            if self[index] == first, self[index...].hasPrefix(target) {
-                return index..<self.index(index, offsetBy: target.count)
-            }
-            index = self.index(after: index)
-        }
-        return nil
     }
 }
