@@ -131,17 +131,59 @@ struct ConfigTests {
         #expect(ConfigLoader.environmentName(for: "hosts") == "PLINGS_BRIDGE_HOSTS")
     }
 
-    @Test func randomConfigsNeverCrash() {
+    /// Random token sequences, and a valid config with a few tokens replaced, deleted or inserted: only a JSON
+    /// object (RFC 8259's grammar decides) ever loads, and every refusal names where the bad value came from:
+    /// the file, and for a JSON object the key (docs/contracts.md, "Configuration").
+    @Test func randomConfigsLoadOrNameTheKey() {
         var rng = SeededRandom(seed: 7)
+        func pick(_ n: Int) -> Int { Int(rng.next() % UInt64(n)) }
         let pieces = [
             "{", "}", "[", "]", ",", ":", "\"api\"", "\"nfc\"", "\"debounce\"", "\"hid\"", "\"match\"", "\"vendor\"",
             "1", "-1e400", "true", "null", "\"x\"", "\"location\"", "\"fixed\"", "\"latitude\"", "\"hosts\"",
         ]
-        for _ in 0..<5000 {
-            let text = (0..<Int(rng.next() % 24)).map { _ in pieces[Int(rng.next() % UInt64(pieces.count))] }.joined()
+        let valid = [
+            "{", "\"api\"", ":", "{", "\"timeout\"", ":", "5", "}", ",", "\"nfc\"", ":", "{", "\"debounce\"", ":", "1",
+            ",", "\"readers\"", ":", "[", "\"ACS*\"", "]", "}", ",", "\"hid\"", ":", "{", "\"match\"", ":", "[", "{",
+            "\"vendor\"", ":", "\"05e0\"", "}", "]", "}", ",", "\"location\"", ":", "{", "\"fixed\"", ":", "{",
+            "\"latitude\"", ":", "1", ",", "\"longitude\"", ":", "2", "}", "}", ",", "\"hosts\"", ":", "[", "\"x\"",
+            "]", "}",
+        ]
+        var loaded = 0
+        var refusedKeys = 0
+        for round in 0..<5000 {
+            var tokens: [String]
+            if round % 2 == 0 {
+                tokens = (0..<pick(24)).map { _ in pieces[pick(pieces.count)] }
+            } else {
+                tokens = valid
+                for _ in 0..<pick(3) {
+                    let at = pick(tokens.count)
+                    switch pick(3) {
+                    case 0: tokens[at] = pieces[pick(pieces.count)]
+                    case 1: tokens.remove(at: at)
+                    default: tokens.insert(pieces[pick(pieces.count)], at: at)
+                    }
+                }
+            }
+            let text = tokens.joined()
+            let isObject = RFC8259Grammar.matches(Array(text.utf8)) && text.hasPrefix("{")
             var loader = ConfigLoader()
-            _ = try? loader.applyFile(Array(text.utf8), origin: "fuzz")
+            do throws(ConfigError) {
+                try loader.applyFile(Array(text.utf8), origin: "fuzz")
+                loaded += 1
+                #expect(isObject, "loaded a config that is not a JSON object: \(text)")
+            } catch {
+                if !isObject {
+                    #expect(error.message.hasPrefix("config file fuzz: "), "\(text): \(error.message)")
+                } else if !error.message.hasSuffix("number out of range") {  // RFC 8259, section 9: a limit
+                    refusedKeys += 1
+                    #expect(error.message.contains("config key '"), "\(text): \(error.message)")
+                }
+            }
         }
+        // Both answers were exercised: whole configs loaded, and JSON objects refused for a key.
+        #expect(loaded > 100)
+        #expect(refusedKeys > 50)
     }
 }
 

@@ -42,13 +42,112 @@ struct JSONTests {
         #expect((try? JSONParser.parse(ok)) != nil)
     }
 
-    @Test func randomBytesNeverCrash() {
-        var rng = SeededRandom(seed: 42)
-        let alphabet = Array(#"{}[]",:0123456789.eE+-tfnrule\ "#.utf8) + [0x00, 0xC3, 0xA9, 0xFF]
-        for _ in 0..<20_000 {
-            let bytes = (0..<Int(rng.next() % 40)).map { _ in alphabet[Int(rng.next() % UInt64(alphabet.count))] }
-            _ = try? JSONParser.parse(bytes)
+    /// The examples of RFC 8259, section 13, with the values the RFC gives them.
+    static let rfcImage = """
+        {
+              "Image": {
+                  "Width":  800,
+                  "Height": 600,
+                  "Title":  "View from 15th Floor",
+                  "Thumbnail": {
+                      "Url":    "http://www.example.com/image/481989943",
+                      "Height": 125,
+                      "Width":  100
+                  },
+                  "Animated" : false,
+                  "IDs": [116, 943, 234, 38793]
+                }
+            }
+        """
+    static let rfcLocations = """
+        [
+              {
+                 "precision": "zip",
+                 "Latitude":  37.7668,
+                 "Longitude": -122.3959,
+                 "Address":   "",
+                 "City":      "SAN FRANCISCO",
+                 "State":     "CA",
+                 "Zip":       "94107",
+                 "Country":   "US"
+              },
+              {
+                 "precision": "zip",
+                 "Latitude":  37.371991,
+                 "Longitude": -122.026020,
+                 "Address":   "",
+                 "City":      "SUNNYVALE",
+                 "State":     "CA",
+                 "Zip":       "94085",
+                 "Country":   "US"
+              }
+        ]
+        """
+
+    @Test func parsesTheRFCExamples() throws {
+        let image = try JSONParser.parse(Self.rfcImage)["Image"]
+        #expect(image?["Width"] == .integer(800))
+        #expect(image?["Title"] == .string("View from 15th Floor"))
+        #expect(image?["Thumbnail"]?["Url"] == .string("http://www.example.com/image/481989943"))
+        #expect(image?["Animated"] == .bool(false))
+        #expect(image?["IDs"] == .array([.integer(116), .integer(943), .integer(234), .integer(38793)]))
+        guard case .array(let places) = try JSONParser.parse(Self.rfcLocations) else {
+            Issue.record("the second example is an array")
+            return
         }
+        #expect(places.count == 2)
+        #expect(places.first?["Latitude"] == .number(37.7668))
+        #expect(places.last?["Longitude"] == .number(-122.02602))
+        #expect(places.last?["Address"] == .string(""))
+        // Section 13 also names three texts that are only values.
+        #expect(try JSONParser.parse(#""Hello world!""#) == .string("Hello world!"))
+        #expect(try JSONParser.parse("42") == .integer(42))
+        #expect(try JSONParser.parse("true") == .bool(true))
+    }
+
+    /// Random bytes, and the RFC's examples with a few bytes replaced, deleted or inserted: the parser accepts
+    /// exactly the texts RFC 8259's grammar accepts (refusing more only where section 9 lets a parser set a
+    /// limit), and what it accepts it writes back as RFC 8259 JSON that parses to the same value.
+    @Test func acceptsWhatTheRFCGrammarAccepts() {
+        var rng = SeededRandom(seed: 42)
+        func pick(_ n: Int) -> Int { Int(rng.next() % UInt64(n)) }
+        let alphabet = Array(#"{}[]",:0123456789.eE+-tfnrule\ "#.utf8) + [0x00, 0xC3, 0xA9, 0xFF]
+        let examples = [Self.rfcImage, Self.rfcLocations].map { Array($0.utf8) }
+        var accepted = 0
+        var refused = 0
+        for round in 0..<20_000 {
+            var bytes: [UInt8]
+            if round % 2 == 0 {
+                bytes = (0..<pick(40)).map { _ in alphabet[pick(alphabet.count)] }
+            } else {
+                bytes = examples[pick(examples.count)]
+                for _ in 0...pick(3) {
+                    let at = pick(bytes.count)
+                    switch pick(3) {
+                    case 0: bytes[at] = alphabet[pick(alphabet.count)]
+                    case 1: bytes.remove(at: at)
+                    default: bytes.insert(alphabet[pick(alphabet.count)], at: at)
+                    }
+                }
+            }
+            let isJSON = RFC8259Grammar.matches(bytes)
+            let text = String(decoding: bytes, as: UTF8.self)
+            do throws(JSONParseError) {
+                let value = try JSONParser.parse(bytes)
+                accepted += 1
+                #expect(isJSON, "accepted a text RFC 8259 refuses: \(text.debugDescription)")
+                let written = Array(value.encoded().utf8)
+                #expect(RFC8259Grammar.matches(written), "wrote a text RFC 8259 refuses: \(value.encoded())")
+                #expect((try? JSONParser.parse(written)) == value)
+            } catch {
+                refused += 1
+                let limit = error.message == "number out of range" || error.message.hasPrefix("nesting deeper")
+                #expect(!isJSON || limit, "refused a text RFC 8259 accepts: \(text.debugDescription): \(error)")
+            }
+        }
+        // Both answers were exercised (the mutated examples keep many texts valid).
+        #expect(accepted > 1000)
+        #expect(refused > 1000)
     }
 
     @Test func encodesControlCharactersEscaped() {
@@ -84,5 +183,6 @@ struct LogLineTests {
     @Test func redactsSecrets() {
         #expect(LogLine.redact("Bearer s3cr3t-token!", secrets: ["s3cr3t-token"]) == "Bearer [redacted]!")
         #expect(LogLine.redact("abc", secrets: ["a"]) == "abc")
+        #expect(LogLine.redact("tok1tok1 x=tok1", secrets: ["tok1"]) == "[redacted][redacted] x=[redacted]")
     }
 }
