@@ -86,7 +86,7 @@ struct PlingsURLTests {
         #expect(parser.parse(long) == .failure(.tooLong(long.utf8.count)))
     }
 
-    /// Security review finding 7: design 2.1 sets no length for `i`, `p` or `cp`; only the 2048-byte bound on the
+    /// Security review finding 7: docs/contracts.md sets no length for `i`, `p` or `cp`; only the 2048-byte bound on the
     /// whole URL holds, and every rejection's reason is true.
     @Test func longFieldsUnderTheURLBoundAreAccepted() throws {
         let identifier = String(repeating: "4kyQCd5tMDjJVWJKRzVT", count: 20)  // 400 base58 characters

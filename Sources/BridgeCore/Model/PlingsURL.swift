@@ -31,7 +31,7 @@ public struct PlingsIdentifier: Sendable, Equatable {
 /// ends up in the spool. Everything that is not a valid Plings URL is an `UnrecognizedReason`, never a crash.
 public struct PlingsURLParser: Sendable {
     /// Reads longer than this are rejected before any parsing (a scanner or tag has no business sending more).
-    /// The only length bound: `i`, `p` and `cp` have none of their own (design 2.1 sets none).
+    /// The only length bound: `i`, `p` and `cp` have none of their own (docs/contracts.md, "Plings URL", sets none).
     public static let maximumLength = 2048
     static let base58Alphabet = Set("123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz".utf8)
 
