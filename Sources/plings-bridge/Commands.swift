@@ -146,21 +146,27 @@ struct CLI {
         }
     }
 
-    /// `scan`'s token. A token file this user may not read (an operator in group plings on an installed box: the
-    /// token belongs to the service user) is not an error for `scan`: the read is spooled and the running
-    /// service, which polls the spool every 2 s, delivers it. Root reads the token and makes the one attempt.
+    /// `scan`'s token. On an installed box an operator often may not read the service's token: a token file
+    /// owned by the service user (group plings members), or a systemd credential (configs from 0.1.0) that only
+    /// the unit sees. That is not an error for `scan`: the read is spooled and the running service, which polls
+    /// the spool every 2 s, delivers it. Root reads a token file and makes the one attempt itself. Elsewhere an
+    /// `api.url` without a token stays a configuration error.
     func scanToken(_ settings: Settings) throws -> String? {
+        var lookupConfig = settings.config
+        if settings.isInstalledSystem { lookupConfig.api.url = nil }  // absent is not an error here
         let lookup: TokenSource.Lookup
         do {
-            lookup = try TokenSource.resolve(config: settings.config, environment: environment)
+            lookup = try TokenSource.resolve(config: lookupConfig, environment: environment)
         } catch {
             throw CommandFailure.config(error.description)
         }
         for warning in lookup.warnings { logger.warn(warning.message, [("fix", warning.fix)]) }
-        if case .unreadable(let path) = lookup.state, settings.config.api.url != nil {
+        if settings.config.api.url != nil, lookup.token == nil {
+            var fields: [(String, String)] = []
+            if case .unreadable(let path) = lookup.state { fields.append(("tokenFile", path)) }
             logger.info(
-                "this user may not read the API token: the scan is spooled and the running service delivers it",
-                [("tokenFile", path)])
+                "this user cannot read the service's API token: the scan is spooled and the running service delivers it",
+                fields)
         }
         return lookup.token
     }
