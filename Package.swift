@@ -64,7 +64,7 @@ let package = Package(
             name: "plings-bench",
             dependencies: [
                 "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
-                "NFC", "BridgeTestSupport", "Platform",
+                "NFC", "BridgeTestSupport", "Platform", "MQTT",
             ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
@@ -77,6 +77,7 @@ let package = Package(
             dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport", "Platform"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
+        .testTarget(name: "MQTTTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(
             name: "HIDTests",

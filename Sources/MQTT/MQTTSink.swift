@@ -190,19 +190,25 @@ public final class MQTTSink: @unchecked Sendable {
             if mid == offlineMid { offlineAcked = true }
             acks.append((mid, code))
         case .log(let text):
-            // TLS failures are only told here; they become the reason of the next failure.
-            if !stopping { fail(text, now: now, logOnly: true) }
+            // TLS failures are told only here (while connecting); once connected, warnings change nothing.
+            if !stopping, !connected { fail(text, now: now) }
         }
         condition.broadcast()
     }
 
-    /// Health turns to failing (logged once per distinct reason, not once per retry).
-    private func fail(_ reason: String, now: Date, logOnly: Bool = false) {
+    /// Health turns to failing: logged once when publishing starts failing, not once per retry; the reason shown by
+    /// `status` and `spool stats` follows the latest failure.
+    private func fail(_ reason: String, now: Date) {
         if case .paused(_, let until) = health, until > now { return }
-        if !logOnly || health != .connected { health = .failing(reason: reason, since: now) }
-        note(
-            .warn, "mqtt: cannot publish: scans stay queued and are published when the broker is back",
-            [("reason", reason), ("broker", settings.endpoint)])
+        if case .failing(let old, let since) = health {
+            guard old != reason else { return }
+            health = .failing(reason: reason, since: since)
+        } else {
+            health = .failing(reason: reason, since: now)
+            note(
+                .warn, "mqtt: cannot publish: scans stay queued and are published when the broker is back",
+                [("reason", reason), ("broker", settings.endpoint)])
+        }
         try? spool.recordSinkError(MQTTSink.sinkName, reason, now: now)
     }
 
@@ -234,7 +240,9 @@ public final class MQTTSink: @unchecked Sendable {
             if case .paused(_, let pauseEnd) = health, pauseEnd > now {
                 until = pauseEnd
             } else {
-                if !connected, rc != 14 /* MOSQ_ERR_CONN_REFUSED: CONNACK already told why */ {
+                // A more specific reason (CONNACK, a TLS error from the log) may already be known: keep it.
+                if !connected, case .failing = health {
+                } else if !connected {
                     fail(MQTTClient.describe(rc), now: now)
                 }
                 let delay = min(MQTTSink.maxReconnectDelay, Double(1 << min(connectFailures, 5)))
