@@ -17,14 +17,16 @@ public final class MosquittoRig: @unchecked Sendable {
         configPath = directory.file("mosquitto.conf")
         var lines = [
             // As root, mosquitto would switch to user `mosquitto`, who cannot read the test's files.
-            getuid() == 0 ? "user root" : "", "per_listener_settings false", "log_dest stdout", "log_type error", "log_type warning",
-            "log_type notice", "log_type information", "connection_messages true",
+            getuid() == 0 ? "user root" : "", "per_listener_settings false", "log_dest stdout", "log_type error",
+            "log_type warning", "log_type notice", "log_type information", "connection_messages true",
         ]
         if persistence {
             lines += ["persistence true", "persistence_location \(directory.path)/", "autosave_interval 3600"]
         } else {
             lines.append("persistence false")
         }
+        // An offline persistent subscriber may be owed more than mosquitto's default of 1000 messages.
+        lines.append("max_queued_messages 1000000")
         lines.append("listener \(port) 127.0.0.1")
         lines += listenerOptions
         try (lines.joined(separator: "\n") + "\n").write(toFile: configPath, atomically: true, encoding: .utf8)

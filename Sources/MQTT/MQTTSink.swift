@@ -266,7 +266,10 @@ public final class MQTTSink: @unchecked Sendable {
 
     private func publisherLoop(_ client: MQTTClient) {
         var lastDataVersion = (try? spool.dataVersion()) ?? 0
-        let window = settings.maxInflight
+        // libmosquitto keeps at most `maxInflight` unacknowledged messages on the wire and holds the rest in its
+        // queue, releasing the next on each PUBACK on its own thread (as paho-mqtt does): handing it a few windows'
+        // worth keeps the wire full without a round trip through this thread per acknowledgement.
+        let outstanding = max(settings.maxInflight * 8, 256)
         condition.lock()
         while !stopping {
             let now = Date()
@@ -318,7 +321,7 @@ public final class MQTTSink: @unchecked Sendable {
                 }
                 continue
             }
-            if connected, !paused, inFlight.count < window, wakeRequested || !buffer.isEmpty {
+            if connected, !paused, inFlight.count < outstanding, wakeRequested || !buffer.isEmpty {
                 let generation = self.generation
                 if buffer.isEmpty {
                     wakeRequested = false
@@ -337,7 +340,7 @@ public final class MQTTSink: @unchecked Sendable {
                     if page.count == 500 { wakeRequested = true }
                     if page.isEmpty { continue }
                 }
-                let batch = Array(buffer.prefix(window - inFlight.count))
+                let batch = Array(buffer.prefix(outstanding - inFlight.count))
                 buffer.removeFirst(batch.count)
                 cursor = batch.last?.seq ?? cursor
                 condition.unlock()

@@ -48,7 +48,7 @@ def main():
     client.on_connect = on_connect
     client.on_subscribe = on_subscribe
     client.on_message = on_message
-    client.connect(args.host, args.port, keepalive=10)
+    client.connect_async(args.host, args.port, keepalive=10)
     client.loop_forever(retry_first_connection=True)
 
 
