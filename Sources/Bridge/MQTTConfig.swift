@@ -11,7 +11,8 @@ public enum MQTTConfig {
         let endpoint = try parse(url)
         if !endpoint.tls {
             guard mqtt.allowInsecure else {
-                throw ConfigError("mqtt.url uses mqtt:// (plain TCP); use mqtts:// or set mqtt.allowInsecure (loopback only)")
+                throw ConfigError(
+                    "mqtt.url uses mqtt:// (plain TCP); use mqtts:// or set mqtt.allowInsecure (loopback only)")
             }
             guard APIEndpoint.isLoopback(endpoint.host) else {
                 throw ConfigError("mqtt.url: mqtt:// is allowed only to loopback addresses, not '\(endpoint.host)'")

@@ -11,7 +11,8 @@ extension Doctor {
             }
             mqtt = resolved
         } catch {
-            return DoctorCheck("mqtt", .fail, error.description, fix: "correct the mqtt section (docs/configuration.md)")
+            return DoctorCheck(
+                "mqtt", .fail, error.description, fix: "correct the mqtt section (docs/configuration.md)")
         }
         switch MQTTProbe.run(mqtt) {
         case .ok:

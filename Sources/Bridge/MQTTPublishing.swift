@@ -3,20 +3,41 @@ import Foundation
 import Location
 import Logging
 import MQTT
+import Platform
 import Spool
-import Synchronization
 
 /// The running MQTT sink, if any, replaceable on SIGHUP (new credentials, URL or topics: a new client).
-public final class MQTTSinkSlot: Sendable {
+public final class MQTTSinkSlot: Service {
+    public let name = "mqtt"
     private let sink = Mutex<MQTTSink?>(nil)
     private let spool: Spool
     private let logger: Logger
+    private let initial: BridgeConfig
+    private let running = Mutex(false)
     /// Set once the pipeline and sources exist (they are built after the slot, which they wake).
     private let statusProvider = Mutex<(@Sendable () -> JSONValue)?>(nil)
 
-    init(spool: Spool, logger: Logger) {
+    /// Nothing starts before `start()`.
+    init(spool: Spool, config: BridgeConfig, logger: Logger) {
         self.spool = spool
         self.logger = logger
+        initial = config
+    }
+
+    public func start() {
+        running.withLock { $0 = true }
+        apply(initial)
+    }
+
+    /// The broker's clean goodbye (retained offline status) gets at most a second of the shared deadline, so a
+    /// silent broker never takes the API's last requests' time.
+    public func stop(deadline: Double) {
+        running.withLock { $0 = false }
+        let stopping = sink.withLock { slot -> MQTTSink? in
+            defer { slot = nil }
+            return slot
+        }
+        stopping?.stop(deadline: min(deadline, MonotonicClock.deadline(after: 1)))
     }
 
     func setStatus(_ provider: @escaping @Sendable () -> JSONValue) { statusProvider.withLock { $0 = provider } }
@@ -28,6 +49,7 @@ public final class MQTTSinkSlot: Sendable {
     /// Starts (or, when the settings changed or the broker refused us, restarts) the sink for `config`; with no
     /// `mqtt.url`, stops it and stops queueing scans for it (what is queued stays for when it returns).
     func apply(_ config: BridgeConfig) {
+        guard running.withLock({ $0 }) else { return }
         let settings: MQTTSettings?
         do {
             settings = try MQTTConfig.settings(config)
@@ -63,8 +85,6 @@ public final class MQTTSinkSlot: Sendable {
                 "mqtt: not publishing (scans stay queued for the broker)", [("error", "\(error)")])
         }
     }
-
-    func stop(timeout: Double) { current?.stop(timeout: timeout) }
 }
 
 extension BridgeService {

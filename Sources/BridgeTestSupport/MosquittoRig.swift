@@ -48,7 +48,8 @@ public final class MosquittoRig: @unchecked Sendable {
             broker.process.isRunning
         else {
             broker.stop()
-            throw RigError("mosquitto did not start: \(broker.outputLines.joined(separator: "\n")) \(broker.stderrText)")
+            throw RigError(
+                "mosquitto did not start: \(broker.outputLines.joined(separator: "\n")) \(broker.stderrText)")
         }
         lock.withLock { process = broker }
     }
@@ -146,6 +147,6 @@ public final class MQTTSubscriber: @unchecked Sendable {
         process.waitForLine(timeout: timeout) { line in
             guard let tab = line.firstIndex(of: "\t") else { return false }
             return predicate(String(line[..<tab]), String(line[line.index(after: tab)...]))
-        }.map { line in String(line[line.index(after: line.firstIndex(of: "\t")!)...]) }
+        }.map { line in line.split(separator: "\t", maxSplits: 1).dropFirst().first.map(String.init) ?? "" }
     }
 }

@@ -29,7 +29,9 @@ public enum MQTTProbe {
         defer { client.disconnect() }
         while Date() < deadline {
             rc = client.loop(timeoutMilliseconds: 200)
-            for event in events.withLock({ e in defer { e.removeAll() }; return e }) {
+            for event in events.withLock({ e in
+                defer { e.removeAll() }; return e
+            }) {
                 switch event {
                 case .connack(let code) where code == 0:
                     let payload = Array(#"{"doctor":true}"#.utf8)
@@ -45,6 +47,7 @@ public enum MQTTProbe {
             }
             if !MQTTClient.isSuccess(rc) { return .unreachable(MQTTClient.describe(rc)) }
         }
-        return .unreachable(mid == nil ? "no answer to CONNECT within \(Int(timeout)) s" : "no PUBACK within \(Int(timeout)) s")
+        return .unreachable(
+            mid == nil ? "no answer to CONNECT within \(Int(timeout)) s" : "no PUBACK within \(Int(timeout)) s")
     }
 }

@@ -46,7 +46,9 @@ public struct MQTTSettings: Sendable, Equatable {
     /// One client id per device, so two devices never take over each other's session.
     public var clientID: String { "plings-bridge-" + deviceID }
     /// `mqtt://host:port` or `mqtts://host:port`, for logs.
-    public var endpoint: String { (tls ? "mqtts://" : "mqtt://") + (host.contains(":") ? "[\(host)]" : host) + ":\(port)" }
+    public var endpoint: String {
+        (tls ? "mqtts://" : "mqtt://") + (host.contains(":") ? "[\(host)]" : host) + ":\(port)"
+    }
 
     /// The topic a scan goes to: recognized reads under `/scans`, unrecognized ones under `/unrecognized`.
     public func topic(for record: ScanRecord) -> String {

@@ -1,6 +1,7 @@
 import BridgeCore
 import Foundation
 import Logging
+import Platform
 import Spool
 
 /// Publishes every scan queued for the `mqtt` sink in the spool (QoS 1, capture order) and the device's retained
@@ -33,7 +34,7 @@ public final class MQTTSink: @unchecked Sendable {
         public var connects = 0
     }
 
-    private let condition = NSCondition()
+    private let condition = MonotonicCondition()
     private let spool: Spool
     public let settings: MQTTSettings
     private let logger: Logger
@@ -53,7 +54,10 @@ public final class MQTTSink: @unchecked Sendable {
     private var lastLog: String?
     private var stats = Stats()
     private var publishedStatus: String?
-    private var statusDue = Date.distantPast
+    /// When the status message is next looked at (monotonic seconds).
+    private var statusDue = -Double.infinity
+    /// When a pause ends (monotonic seconds); the `Date` in `Health.paused` is for display.
+    private var pauseEnd = -Double.infinity
     private var offlineMid: Int32?
     private var offlineAcked = false
     private var networkRunning = false
@@ -87,7 +91,8 @@ public final class MQTTSink: @unchecked Sendable {
         let will = MQTTClient.Will(
             topic: settings.statusTopic,
             payload: JSONValue.object([
-                ("online", .bool(false)), ("deviceId", .string(settings.deviceID)), ("reason", .string("connection lost")),
+                ("online", .bool(false)), ("deviceId", .string(settings.deviceID)),
+                ("reason", .string("connection lost")),
             ]).encoded())
         let client = try MQTTClient(settings: settings, will: will) { [weak self] event in self?.handle(event) }
         condition.withLock {
@@ -111,10 +116,9 @@ public final class MQTTSink: @unchecked Sendable {
         }
     }
 
-    /// Stops publishing, publishes `online: false` (retained) and disconnects cleanly, within `timeout`.
-    /// Unacknowledged scans stay queued in the spool.
-    public func stop(timeout: Double = 2) {
-        let deadline = Date().addingTimeInterval(timeout)
+    /// Stops publishing, publishes `online: false` (retained) and disconnects cleanly, all by the monotonic
+    /// `deadline`. Unacknowledged scans stay queued in the spool.
+    public func stop(deadline: Double) {
         condition.lock()
         stopping = true
         condition.broadcast()
@@ -141,6 +145,9 @@ public final class MQTTSink: @unchecked Sendable {
         condition.unlock()
     }
 
+    /// `stop(deadline:)` with a deadline `timeout` seconds from now.
+    public func stop(timeout: Double = 2) { stop(deadline: MonotonicClock.deadline(after: timeout)) }
+
     // MARK: events (network thread)
 
     private func handle(_ event: MQTTEvent) {
@@ -160,7 +167,7 @@ public final class MQTTSink: @unchecked Sendable {
                 cursor = 0
                 wakeRequested = true
                 publishedStatus = nil
-                statusDue = .distantPast
+                statusDue = -Double.infinity
                 if health != .connected {
                     note(.info, "mqtt: connected; publishing", [("broker", settings.endpoint)])
                     health = .connected
@@ -169,6 +176,7 @@ public final class MQTTSink: @unchecked Sendable {
             } else if MQTTClient.isAuthRefusal(code) {
                 let reason = "the broker refused the connection: \(MQTTClient.reason(code))"
                 health = .paused(reason: reason, until: now.addingTimeInterval(MQTTSink.refusalPause))
+                pauseEnd = MonotonicClock.deadline(after: MQTTSink.refusalPause)
                 note(
                     .error,
                     "mqtt: publishing paused: \(reason); fix mqtt.usernameFile/passwordFile or the broker's ACL and "
@@ -199,7 +207,7 @@ public final class MQTTSink: @unchecked Sendable {
     /// Health turns to failing: logged once when publishing starts failing, not once per retry; the reason shown by
     /// `status` and `spool stats` follows the latest failure.
     private func fail(_ reason: String, now: Date) {
-        if case .paused(_, let until) = health, until > now { return }
+        if case .paused = health, pauseEnd > MonotonicClock.now() { return }
         if case .failing(let old, let since) = health {
             guard old != reason else { return }
             health = .failing(reason: reason, since: since)
@@ -236,8 +244,8 @@ public final class MQTTSink: @unchecked Sendable {
                 break
             }
             let now = Date()
-            var until: Date
-            if case .paused(_, let pauseEnd) = health, pauseEnd > now {
+            var until: Double
+            if case .paused = health, pauseEnd > MonotonicClock.now() {
                 until = pauseEnd
             } else {
                 // A more specific reason (CONNACK, a TLS error from the log) may already be known: keep it.
@@ -246,7 +254,7 @@ public final class MQTTSink: @unchecked Sendable {
                     fail(MQTTClient.describe(rc), now: now)
                 }
                 let delay = min(MQTTSink.maxReconnectDelay, Double(1 << min(connectFailures, 5)))
-                until = now.addingTimeInterval(delay * Double.random(in: 0.75...1.0))
+                until = MonotonicClock.deadline(after: delay * Double.random(in: 0.75...1.0))
             }
             connectFailures += 1
             while !stopping, condition.wait(until: until) {}
@@ -273,11 +281,13 @@ public final class MQTTSink: @unchecked Sendable {
         condition.lock()
         while !stopping {
             let now = Date()
+            let clock = MonotonicClock.now()
             if !acks.isEmpty {
                 var delivered: [Int] = []
                 var refusal: Int32?
                 for (mid, code) in acks {
-                    guard let seq = inFlight.removeValue(forKey: mid) else { continue }  // status, or an old connection's
+                    // Not ours: the status message, or a message of an earlier connection.
+                    guard let seq = inFlight.removeValue(forKey: mid) else { continue }
                     if code < 0x80 { delivered.append(seq) } else { refusal = code }
                 }
                 acks.removeAll()
@@ -285,6 +295,7 @@ public final class MQTTSink: @unchecked Sendable {
                 if let refusal {
                     let reason = "the broker refused a message: \(MQTTClient.reason(refusal))"
                     health = .paused(reason: reason, until: now.addingTimeInterval(MQTTSink.refusalPause))
+                    pauseEnd = MonotonicClock.deadline(after: MQTTSink.refusalPause)
                     note(
                         .error,
                         "mqtt: publishing paused: \(reason); check the broker's ACL for \(settings.topicBase)/# "
@@ -305,11 +316,11 @@ public final class MQTTSink: @unchecked Sendable {
                 continue
             }
             let paused: Bool = {
-                if case .paused(_, let until) = health { return until > now }
+                if case .paused = health { return pauseEnd > clock }
                 return false
             }()
-            if connected, !paused, now >= statusDue {
-                statusDue = now.addingTimeInterval(5)
+            if connected, !paused, clock >= statusDue {
+                statusDue = clock + 5
                 condition.unlock()
                 let text = statusPayload(online: true)
                 condition.lock()
@@ -362,16 +373,16 @@ public final class MQTTSink: @unchecked Sendable {
                 stats.published += published.count
                 if generation == self.generation { for (mid, seq) in published { inFlight[mid] = seq } }
                 // Acks that arrived before their mids were registered are in `acks`; the loop takes them next.
-                statusDue = min(statusDue, now.addingTimeInterval(1))
+                statusDue = min(statusDue, clock + 1)
                 continue
             }
-            var until = now.addingTimeInterval(2)
-            if connected, !paused { until = min(until, max(statusDue, now.addingTimeInterval(0.05))) }
-            if case .paused(_, let end) = health, end > now { until = min(until, end) }
+            var until = clock + 2
+            if connected, !paused { until = min(until, max(statusDue, clock + 0.05)) }
+            if paused { until = min(until, pauseEnd) }
             let timedOut = !condition.wait(until: until)
             if stopping { break }
             if timedOut, !wakeRequested {
-                if case .paused(_, let end) = health, end <= Date() {
+                if case .paused = health, pauseEnd <= MonotonicClock.now() {
                     health = connected ? .connected : .connecting
                     wakeRequested = true
                 }
@@ -388,13 +399,5 @@ public final class MQTTSink: @unchecked Sendable {
         publisherRunning = false
         condition.broadcast()
         condition.unlock()
-    }
-}
-
-extension NSCondition {
-    fileprivate func withLock<T>(_ body: () throws -> T) rethrows -> T {
-        lock()
-        defer { unlock() }
-        return try body()
     }
 }

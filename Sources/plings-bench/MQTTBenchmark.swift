@@ -4,6 +4,7 @@ import BridgeTestSupport
 import Foundation
 import Logging
 import MQTT
+import Platform
 import Spool
 
 /// Drain of a spooled backlog to a real Mosquitto broker at QoS 1 against a baseline paho-mqtt client

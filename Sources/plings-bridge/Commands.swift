@@ -321,7 +321,10 @@ struct CLI {
                         if case .object(var members) = json {
                             let states = sinks[record.id] ?? [:]
                             members.append(
-                                ("sinks", .object(states.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })))
+                                (
+                                    "sinks",
+                                    .object(states.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
+                                ))
                             json = .object(members)
                         }
                         print(json.encoded())

@@ -52,7 +52,8 @@ struct MQTTTests {
             for identifier in identifiers {
                 t = t.addingTimeInterval(0.01)
                 let read = Read(
-                    sourceKind: .hid, device: "bench", raw: "https://s.plings.io/?t=q&i=\(identifier)&p=1.\(n)", time: t)
+                    sourceKind: .hid, device: "bench", raw: "https://s.plings.io/?t=q&i=\(identifier)&p=1.\(n)", time: t
+                )
                 let scan = builder.build(read, fix: nil)
                 scans.append(scan)
                 order[identifier, default: []].append(scan.id)
@@ -67,7 +68,8 @@ struct MQTTTests {
     }
 
     func run(_ s: Setup, _ arguments: [String]) throws -> ProcessResult {
-        try ProcessRunner.run(binary, arguments + ["--config", s.config, "--spool", s.spoolPath], environment: s.environment())
+        try ProcessRunner.run(
+            binary, arguments + ["--config", s.config, "--spool", s.spoolPath], environment: s.environment())
     }
 
     func sinkPending(_ s: Setup) throws -> Int {
@@ -112,7 +114,8 @@ struct MQTTTests {
         defer { subscriber.stop() }
         let bridge = try startBridge(s)
         defer { bridge.stop() }
-        #expect(subscriber.waitFor(timeout: 15) { t, p in t == s.base + "/status" && p.contains(#""online":true"#) } != nil)
+        #expect(
+            subscriber.waitFor(timeout: 15) { t, p in t == s.base + "/status" && p.contains(#""online":true"#) } != nil)
         // Reads committed by another process (`scan`): the running bridge notices and publishes them.
         #expect(try run(s, ["scan", "https://s.plings.io/?t=q&i=Hx7k&p=2"]).status == 0)
         #expect(try run(s, ["scan", "not a plings url"]).status == 0)
@@ -133,7 +136,8 @@ struct MQTTTests {
         // A clean stop says offline itself (not the last will, which carries "connection lost").
         bridge.signal(SIGTERM)
         #expect(bridge.waitForExit(timeout: 5) == 0)
-        let offline = subscriber.waitFor(timeout: 5) { t, p in t == s.base + "/status" && p.contains(#""online":false"#) }
+        let offline = subscriber.waitFor(timeout: 5) { t, p in t == s.base + "/status" && p.contains(#""online":false"#)
+        }
         #expect(offline != nil && offline?.contains("connection lost") == false)
     }
 
@@ -254,13 +258,19 @@ struct MQTTTests {
     /// A test CA, and a server certificate for 127.0.0.1 signed by it (openssl, generated per test).
     func makeCertificates(_ dir: TemporaryDirectory, name: String, ip: String = "127.0.0.1") throws {
         let commands: [[String]] = [
-            ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=\(name) test CA",
-             "-keyout", dir.file("\(name)-ca.key"), "-out", dir.file("\(name)-ca.crt")],
-            ["req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=\(ip)", "-keyout", dir.file("\(name)-server.key"),
-             "-out", dir.file("\(name)-server.csr")],
-            ["x509", "-req", "-in", dir.file("\(name)-server.csr"), "-CA", dir.file("\(name)-ca.crt"), "-CAkey",
-             dir.file("\(name)-ca.key"), "-CAcreateserial", "-days", "2", "-extfile", dir.file("san.ext"),
-             "-out", dir.file("\(name)-server.crt")],
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=\(name) test CA",
+                "-keyout", dir.file("\(name)-ca.key"), "-out", dir.file("\(name)-ca.crt"),
+            ],
+            [
+                "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=\(ip)", "-keyout", dir.file("\(name)-server.key"),
+                "-out", dir.file("\(name)-server.csr"),
+            ],
+            [
+                "x509", "-req", "-in", dir.file("\(name)-server.csr"), "-CA", dir.file("\(name)-ca.crt"), "-CAkey",
+                dir.file("\(name)-ca.key"), "-CAcreateserial", "-days", "2", "-extfile", dir.file("san.ext"),
+                "-out", dir.file("\(name)-server.crt"),
+            ],
         ]
         try "subjectAltName = IP:\(ip)\n".write(toFile: dir.file("san.ext"), atomically: true, encoding: .utf8)
         for arguments in commands {
