@@ -274,10 +274,11 @@ public final class MQTTSink: @unchecked Sendable {
 
     private func publisherLoop(_ client: MQTTClient) {
         var lastDataVersion = (try? spool.dataVersion()) ?? 0
-        // libmosquitto keeps at most `maxInflight` unacknowledged messages on the wire and holds the rest in its
-        // queue, releasing the next on each PUBACK on its own thread (as paho-mqtt does): handing it a few windows'
-        // worth keeps the wire full without a round trip through this thread per acknowledgement.
-        let outstanding = max(settings.maxInflight * 8, 256)
+        // Never more than the window handed to libmosquitto: what it would queue beyond it could be resent after a
+        // reconnect ahead of older scans republished from the spool, breaking capture order.
+        let outstanding = settings.maxInflight
+        // Acknowledged scans not yet recorded: written once the window is refilled, in batches.
+        var toRecord: [Int] = []
         condition.lock()
         while !stopping {
             let now = Date()
@@ -306,9 +307,23 @@ public final class MQTTSink: @unchecked Sendable {
                     buffer.removeAll()
                     cursor = 0
                 }
+                toRecord += delivered
+                continue
+            }
+            // Refill the window first (below), then record; a batch is written at the latest when nothing is left
+            // to publish or 256 have gathered.
+            let pausedNow: Bool = {
+                if case .paused = health { return pauseEnd > clock }
+                return false
+            }()
+            let canPublish =
+                connected && !pausedNow && inFlight.count < outstanding && (wakeRequested || !buffer.isEmpty)
+            if !toRecord.isEmpty, !canPublish || toRecord.count >= 256 {
+                let seqs = toRecord
+                toRecord.removeAll()
                 condition.unlock()
                 do {
-                    try spool.markSinkDelivered(MQTTSink.sinkName, seqs: delivered, now: now)
+                    try spool.markSinkDelivered(MQTTSink.sinkName, seqs: seqs, now: now)
                 } catch {
                     logger.error("mqtt: cannot record acknowledged scans", [("error", error.description)])
                 }
@@ -396,8 +411,12 @@ public final class MQTTSink: @unchecked Sendable {
                 }
             }
         }
-        publisherRunning = false
-        condition.broadcast()
+        let unrecorded = toRecord
         condition.unlock()
+        try? spool.markSinkDelivered(MQTTSink.sinkName, seqs: unrecorded, now: Date())
+        condition.withLock {
+            publisherRunning = false
+            condition.broadcast()
+        }
     }
 }

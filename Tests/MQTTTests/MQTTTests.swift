@@ -131,8 +131,11 @@ struct MQTTTests {
         #expect(list.allSatisfy { $0.contains(#""sinks":{"mqtt":"delivered"}"#) })
         let stats = try run(s, ["spool", "stats"]).stdout
         #expect(stats.contains("sink mqtt: 0 pending, 2 published"))
-        let status = try run(s, ["status", "--json"]).stdout
-        #expect(status.contains(#""state":"publishing""#))
+        // The status file is refreshed every few seconds.
+        #expect(
+            eventually(timeout: 15) {
+                (try? run(s, ["status", "--json"]).stdout.contains(#""state":"publishing""#)) == true
+            })
         // A clean stop says offline itself (not the last will, which carries "connection lost").
         bridge.signal(SIGTERM)
         #expect(bridge.waitForExit(timeout: 5) == 0)
