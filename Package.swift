@@ -24,6 +24,8 @@ let package = Package(
         .target(name: "CGPSShim", linkerSettings: [.linkedLibrary("gps")]),
         // libudev: device enumeration and the hot-plug monitor for HID scanners.
         .systemLibrary(name: "CUDev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
+        // libmosquitto (MQTT v5) behind one C callback, and libcrypto's SHA-256 for the default device id.
+        .target(name: "CMosquittoShim", linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("crypto")]),
         // evdev ioctl numbers and `struct input_event` access: function-like macros Swift cannot import.
         .target(name: "CEvdevShim"),
 
@@ -38,6 +40,8 @@ let package = Package(
         .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite", "Platform"]),
         // Delivery to the API: HTTP client, delivery loop, backoff.
         .target(name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim", "Platform"]),
+        // Publishing scans and device health to an MQTT broker, from the spool (its own delivery state).
+        .target(name: "MQTT", dependencies: ["BridgeCore", "Logging", "Spool", "CMosquittoShim", "Platform"]),
         // The gpsd client (one connection on its own thread) and the fixed-location fallback.
         .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim", "Platform"]),
         // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
@@ -48,7 +52,8 @@ let package = Package(
         .target(
             name: "Bridge",
             dependencies: [
-                "BridgeCore", "Logging", "Spool", "Forwarder", "Location", "HID", "NFC", "CSysShim", "Platform",
+                "BridgeCore", "Logging", "Spool", "Forwarder", "MQTT", "Location", "HID", "NFC", "CSysShim",
+                "Platform",
             ]),
         // The CLI: thin.
         .executableTarget(
@@ -59,7 +64,7 @@ let package = Package(
             name: "plings-bench",
             dependencies: [
                 "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
-                "NFC", "BridgeTestSupport", "Platform",
+                "NFC", "BridgeTestSupport", "Platform", "MQTT",
             ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
@@ -72,6 +77,7 @@ let package = Package(
             dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport", "Platform"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Spool"]),
+        .testTarget(name: "MQTTTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(
             name: "HIDTests",

@@ -3,6 +3,7 @@ import Forwarder
 import Foundation
 import Location
 import Logging
+import MQTT
 import Platform
 import Spool
 
@@ -49,16 +50,25 @@ public final class BridgeService: Sendable {
         }
         let (fixProvider, gps) = LocationSource.makeFixProvider(config: config, logger: logger)
         let delivery = DeliverySlot(spool: spool, settings: settings.apiSettings(token: token), logger: logger)
+        let mqtt = MQTTSinkSlot(spool: spool, config: config, logger: logger)
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
             fixProvider: fixProvider, debounce: BridgeService.debounceWindows(config), logger: logger,
-            onCommitted: { _ in delivery.wake() }, timeSource: { gps?.readTime(now: $0) ?? $0 })
+            onCommitted: { _ in
+                delivery.wake()
+                mqtt.wake()
+            }, timeSource: { gps?.readTime(now: $0) ?? $0 })
         let sources = SourceSet(config: config, logger: logger, submit: { pipeline.submit($0) })
+        let reporterSources = sources.reporterSources
+        mqtt.setStatus {
+            BridgeService.deviceStatus(
+                spool: spool, pipeline: pipeline, sources: reporterSources, gps: gps, config: config)
+        }
         let retention = PeriodicThread(name: "retention", interval: 3600) { [self] in pruneDelivered(spool) }
         let reporter = StatusReporter(
             statusPath: settings.statusPath, metricsPath: config.metrics.textfile,
             metricsInterval: config.metrics.interval, spool: spool,
-            pipeline: pipeline, forwarder: { delivery.forwarder }, sources: sources.reporterSources,
+            pipeline: pipeline, forwarder: { delivery.forwarder }, mqtt: mqtt, sources: sources.reporterSources,
             fixAge: { gps?.status().fixAge }, logger: logger)
         let systemd = SystemdNotifier()
         // The watchdog pings at half its period while the pipeline's commit thread is not stuck in a commit; a
@@ -68,7 +78,8 @@ public final class BridgeService: Sendable {
                 if pipeline.isResponsive(within: interval / 4) { systemd.notify("WATCHDOG=1") }
             }
         }
-        let services: [(any Service)?] = [gps, delivery, pipeline, sources, retention, reporter]
+        // The MQTT sink starts before the pipeline, so every read from now on is queued for the broker too.
+        let services: [(any Service)?] = [gps, delivery, mqtt, pipeline, sources, retention, reporter]
         let group = ServiceGroup(services.compactMap { $0 })
         group.start()
 
@@ -80,7 +91,7 @@ public final class BridgeService: Sendable {
         // Idle: nothing runs until a signal arrives (every part sleeps on its own thread).
         for await number in signals {
             if number == SIGHUP {
-                reload(delivery: delivery, pipeline: pipeline, sources: sources)
+                reload(delivery: delivery, pipeline: pipeline, sources: sources, mqtt: mqtt)
                 continue
             }
             logger.info("stopping", [("signal", number == SIGTERM ? "SIGTERM" : "SIGINT")])
@@ -100,7 +111,7 @@ public final class BridgeService: Sendable {
     /// SIGHUP: reload the configuration. API settings (adding or removing `api.url` starts or stops delivery),
     /// the token, hosts, sources and retention apply at once; a delivery pause ends. Keys read only at start
     /// are named in one log line.
-    private func reload(delivery: DeliverySlot, pipeline: Pipeline, sources: SourceSet) {
+    private func reload(delivery: DeliverySlot, pipeline: Pipeline, sources: SourceSet, mqtt: MQTTSinkSlot) {
         do {
             let (fresh, freshToken) = try reloadSettings()
             let previous = current.withLock { old -> BridgeConfig in
@@ -112,6 +123,7 @@ public final class BridgeService: Sendable {
                 debounce: BridgeService.debounceWindows(fresh.config))
             delivery.apply(fresh.apiSettings(token: freshToken))
             sources.apply(fresh.config)
+            mqtt.apply(fresh.config)
             for (kind, state) in sources.summaries { logger.info("source \(kind)", [("state", state)]) }
             let needRestart =
                 BridgeService.keysNeedingRestart(from: previous, to: fresh.config)

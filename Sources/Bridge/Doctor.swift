@@ -25,6 +25,7 @@ public enum Doctor {
         checks.append(spoolCheck(settings))
         checks.append(diskCheck(settings))
         checks.append(contentsOf: apiChecks(settings, token: token))
+        checks.append(mqttCheck(settings))
         checks.append(contentsOf: extraChecks)
         checks.append(udevRulesCheck())
         checks.append(polkitCheck())

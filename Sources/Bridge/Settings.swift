@@ -80,6 +80,7 @@ public struct Settings: Sendable {
         if let url = config.api.url {
             try APIEndpoint.validate(url, allowInsecureHTTP: config.api.allowInsecureHTTP)
         }
+        try MQTTConfig.validate(config.mqtt)
     }
 
     /// `$STATE_DIRECTORY/spool.sqlite` under systemd, else the service's spool on an installed system, else

@@ -2,6 +2,7 @@ import BridgeCore
 import Forwarder
 import Foundation
 import Logging
+import MQTT
 import Platform
 import Spool
 
@@ -41,6 +42,7 @@ public final class StatusReporter: Service {
     let spool: Spool
     let pipeline: Pipeline
     let forwarder: @Sendable () -> Forwarder?
+    let mqtt: MQTTSinkSlot?
     let sources: [Source]
     let fixAge: @Sendable () -> Double?
     let logger: Logger
@@ -50,9 +52,10 @@ public final class StatusReporter: Service {
 
     public init(
         statusPath: String, metricsPath: String?, metricsInterval: Double = 15, spool: Spool, pipeline: Pipeline,
-        forwarder: @escaping @Sendable () -> Forwarder?, sources: [Source], fixAge: @escaping @Sendable () -> Double?,
-        logger: Logger
+        forwarder: @escaping @Sendable () -> Forwarder?, mqtt: MQTTSinkSlot? = nil, sources: [Source],
+        fixAge: @escaping @Sendable () -> Double?, logger: Logger
     ) {
+        self.mqtt = mqtt
         self.statusPath = statusPath
         self.metricsPath = metricsPath
         self.metricsInterval = metricsInterval
@@ -161,6 +164,7 @@ public final class StatusReporter: Service {
                 } ?? .null
             ),
             ("delivery", delivery),
+            ("mqtt", mqttSnapshot()),
             (
                 "sources",
                 .array(
@@ -183,6 +187,27 @@ public final class StatusReporter: Service {
                     ])
                 } ?? .null
             ),
+        ])
+    }
+
+    /// The MQTT sink's health from the running sink and its queue from the spool; null when not configured.
+    func mqttSnapshot() -> JSONValue {
+        guard let sink = mqtt?.current else { return .null }
+        let (state, reason): (String, String?) = {
+            switch sink.currentHealth {
+            case .connecting: return ("connecting", nil)
+            case .connected: return ("publishing", nil)
+            case .failing(let reason, _): return ("failing", reason)
+            case .paused(let reason, _): return ("paused", reason)
+            }
+        }()
+        let queue = (try? spool.sinkStats())?.first { $0.name == MQTTSink.sinkName }
+        let stats = sink.currentStats
+        return .object([
+            ("state", .string(state)), ("reason", reason.map(JSONValue.string) ?? .null),
+            ("broker", .string(sink.settings.endpoint)), ("topics", .string(sink.settings.topicBase)),
+            ("pending", .integer(queue?.pending ?? 0)), ("published", .integer(stats.published)),
+            ("acknowledged", .integer(stats.acknowledged)),
         ])
     }
 

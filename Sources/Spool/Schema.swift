@@ -33,6 +33,32 @@ enum Schema {
             WHERE input IS NOT NULL AND json_valid(input);
         CREATE INDEX scans_pending_identifier ON scans (identifier, seq) WHERE state = 'pending';
         """,
+        // 3: delivery state per extra sink (MQTT), apart from the API's `state`, so one sink never holds the other
+        // back. A sink registered in `sinks` gets a queue row for every scan committed afterwards, by any process
+        // (the trigger), in the same transaction as the scan. Queue rows go when their scan is purged; a scan
+        // still queued for a sink is not purged.
+        """
+        CREATE TABLE sinks (
+            name TEXT PRIMARY KEY,
+            enabled INTEGER NOT NULL DEFAULT 1,
+            last_error TEXT,
+            last_error_at TEXT
+        );
+        CREATE TABLE sink_queue (
+            sink TEXT NOT NULL,
+            seq INTEGER NOT NULL,
+            state TEXT NOT NULL CHECK (state IN ('pending', 'delivered', 'refused')),
+            delivered_at TEXT,
+            PRIMARY KEY (seq, sink)
+        ) WITHOUT ROWID;
+        CREATE INDEX sink_queue_pending ON sink_queue (sink, seq) WHERE state = 'pending';
+        CREATE TRIGGER scans_enqueue_for_sinks AFTER INSERT ON scans BEGIN
+            INSERT INTO sink_queue (sink, seq, state) SELECT name, NEW.seq, 'pending' FROM sinks WHERE enabled = 1;
+        END;
+        CREATE TRIGGER scans_dequeue_for_sinks AFTER DELETE ON scans BEGIN
+            DELETE FROM sink_queue WHERE seq = OLD.seq;
+        END;
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

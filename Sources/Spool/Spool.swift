@@ -182,7 +182,7 @@ public final class Spool: Sendable {
         }
     }
 
-    private func withConnection<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
+    func withConnection<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
         do {
             return try connection.withLock { db throws(SQLiteError) in
                 defer { db.resetAll() }
@@ -194,7 +194,7 @@ public final class Spool: Sendable {
     }
 
     /// The delivery bookkeeping connection (see `bookkeeping`).
-    private func withBookkeeping<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
+    func withBookkeeping<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
         do {
             return try bookkeeping.withLock { db throws(SQLiteError) in
                 defer { db.resetAll() }
@@ -247,7 +247,7 @@ public final class Spool: Sendable {
     static let columns =
         "id, created_at, state, source_kind, device, uid, raw, input, identifier, attempts, last_error, next_attempt_at, delivered_at, response"
 
-    private static func record(_ s: Statement) -> ScanRecord {
+    static func record(_ s: Statement) -> ScanRecord {
         func date(_ column: Int32) -> Date? { s.string(column).flatMap(Timestamp.parse) }
         return ScanRecord(
             id: s.string(0) ?? "",
@@ -377,7 +377,12 @@ public final class Spool: Sendable {
     /// Deletes delivered scans delivered before `cutoff`; returns how many. Other states are never pruned.
     public func purgeDelivered(before cutoff: Date) throws(SpoolError) -> Int {
         try withConnection { db throws(SQLiteError) in
-            let s = try db.prepare("DELETE FROM scans WHERE state = 'delivered' AND delivered_at < ?1")
+            // A scan another sink has not published yet stays (migration 3).
+            let s = try db.prepare(
+                """
+                DELETE FROM scans WHERE state = 'delivered' AND delivered_at < ?1
+                    AND NOT EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = scans.seq AND q.state = 'pending')
+                """)
             try s.bind(1, Timestamp.format(cutoff))
             try s.step()
             return db.changes

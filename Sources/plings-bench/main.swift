@@ -15,6 +15,8 @@ case "spool":
     SpoolBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "drain":
     DrainBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "mqtt":
+    MQTTBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "location":
     LocationBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "hid":
@@ -29,6 +31,7 @@ case "all":
     NFCBenchmark.run(arguments: full ? [] : ["--taps", "30", "--idle", "20"])
     LocationBenchmark.run(arguments: full ? [] : ["--seconds", "20"])
     DrainBenchmark.run(arguments: full ? [] : ["--count", "10000", "--large", "100000"])
+    MQTTBenchmark.run(arguments: full ? [] : ["--count", "10000", "--large", "100000"])
     let rows = BenchTable.collected.withLock { $0 ?? [] }
     BenchTable.printTable(rows)
 case "nfc":
@@ -44,6 +47,8 @@ default:
           all [--full]                    every benchmark below in one run, one table
           spool [--count N] [--dir DIR]   durable spool commits/s against raw SQLite, single reads and a burst
           drain [--count N] [--large N]   API drain throughput against a baseline client; large-drain time and RSS
+          mqtt [--count N] [--large N] [--inflight W]
+                                          MQTT drain (QoS 1) against a paho-mqtt client; large-drain time and RSS
           location [--seconds N]          latency a fix adds to a read; gpsd client CPU at 1 Hz and 10 Hz (60 s each)
           hid [--lines N] [--samples N] [--dir DIR]
                                           decoder events/s, reader loop through a pipe, KEY_ENTER -> committed

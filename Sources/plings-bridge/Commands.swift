@@ -340,10 +340,25 @@ struct CLI {
                         return n
                     } ?? 0
                 let records = try existing?.list(state: state, limit: limit) ?? []
+                // Each sink's state beside the API's (`state`): {"mqtt": "pending"}; absent for scans captured
+                // before the sink was configured.
+                let sinks = try existing?.sinkStates(ids: records.map(\.id)) ?? [:]
                 if args.json {
-                    for record in records { print(record.json().encoded()) }
+                    for record in records {
+                        var json = record.json()
+                        if case .object(var members) = json {
+                            let states = sinks[record.id] ?? [:]
+                            members.append(
+                                (
+                                    "sinks",
+                                    .object(states.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
+                                ))
+                            json = .object(members)
+                        }
+                        print(json.encoded())
+                    }
                 } else {
-                    printTable(records)
+                    printTable(records, sinks: sinks)
                 }
             case "export":
                 try existing?.forEach { print($0.json().encoded()) }
@@ -351,13 +366,26 @@ struct CLI {
                 let stats =
                     try existing?.stats()
                     ?? SpoolStats(counts: [:], oldestPendingAge: nil, lastError: nil, schemaVersion: 0)
+                let sinkStats = try existing?.sinkStats() ?? []
                 if args.json {
-                    print(stats.json().encoded())
+                    var json = stats.json()
+                    if case .object(var members) = json {
+                        members.append(("sinks", .object(sinkStats.map { ($0.name, $0.json()) })))
+                        json = .object(members)
+                    }
+                    print(json.encoded())
                 } else {
                     for state in ScanState.allCases { print("\(state.rawValue): \(stats.counts[state] ?? 0)") }
                     show(
                         "oldest pending: " + (stats.oldestPendingAge.map { Duration.describe($0) + " ago" } ?? "none"))
                     show("last error: " + (stats.lastError ?? "none"))
+                    for sink in sinkStats {
+                        var line = "sink \(sink.name)\(sink.enabled ? "" : " (disabled)"): \(sink.pending) pending, "
+                        line += "\(sink.delivered) published, oldest pending: "
+                        line += sink.oldestPendingAge.map { Duration.describe($0) + " ago" } ?? "none"
+                        line += ", last error: " + (sink.lastError ?? "none")
+                        show(line)
+                    }
                     show("spool: \(settings.spoolPath)")
                 }
             case "retry":
@@ -404,7 +432,7 @@ struct CLI {
         return 0
     }
 
-    func printTable(_ records: [ScanRecord]) {
+    func printTable(_ records: [ScanRecord], sinks: [String: [String: String]] = [:]) {
         if records.isEmpty {
             print("(no scans)")
             return
@@ -414,6 +442,7 @@ struct CLI {
             var line =
                 "\(Timestamp.format(r.createdAt))  \(r.state.rawValue.padding(12))  \(r.sourceKind.rawValue):\(r.device)  \(what)"
             if let error = r.lastError { line += "  [\(error)]" }
+            for (sink, state) in (sinks[r.id] ?? [:]).sorted(by: { $0.key < $1.key }) { line += "  \(sink)=\(state)" }
             show(line + "  id=\(r.id)")
         }
     }

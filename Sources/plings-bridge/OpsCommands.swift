@@ -171,6 +171,12 @@ extension CLI {
             if let reason = delivery["reason"]?.stringValue { line += " (\(reason))" }
             show(line)
         }
+        if let mqtt = json["mqtt"], !mqtt.isNull {
+            var line = "mqtt: \(mqtt["state"]?.stringValue ?? "?") to \(mqtt["broker"]?.stringValue ?? "?")"
+            line += ", \(mqtt["pending"]?.intValue ?? 0) pending"
+            if let reason = mqtt["reason"]?.stringValue { line += " (\(reason))" }
+            print(line)
+        }
         if case .array(let sources)? = json["sources"] {
             for source in sources {
                 show("source \(source["kind"]?.stringValue ?? "?"): \(source["state"]?.stringValue ?? "?")")

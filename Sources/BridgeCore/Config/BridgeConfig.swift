@@ -7,6 +7,7 @@ public struct BridgeConfig: Sendable, Equatable {
     public var hid = HID()
     public var location = Location()
     public var metrics = Metrics()
+    public var mqtt = MQTT()
     /// Accepted Plings URL hosts (replaces the default list when configured).
     public var hosts: [String] = ["s.plings.io"]
 
@@ -92,6 +93,24 @@ public struct BridgeConfig: Sendable, Equatable {
         public var fixed: LocationFix?
         /// Take the scan time from a fresh GPS fix when the system clock is found unsynchronised.
         public var timeFromGPS = false
+    }
+
+    /// `mqtt`: publishing scans and device health to an MQTT broker. No `url` means no MQTT.
+    public struct MQTT: Sendable, Equatable {
+        /// `mqtt://host[:1883]` (loopback only unless `allowInsecure`) or `mqtts://host[:8883]`.
+        public var url: String?
+        public var allowInsecure = false
+        public var site = "default"
+        /// nil: a stable id of the box, from /etc/machine-id (hashed).
+        public var deviceId: String?
+        public var topicPrefix = "plings"
+        public var usernameFile: String?
+        public var passwordFile: String?
+        public var caFile: String?
+        public var certFile: String?
+        public var keyFile: String?
+        public var keepalive = 60
+        public var maxInflight = 20
     }
 
     /// `metrics`: Prometheus textfile output.

@@ -54,6 +54,18 @@ public struct ConfigLoader {
         ("location.timeFromGPS", .bool),
         ("metrics.textfile", .optionalString),
         ("metrics.interval", .number(min: 1, max: 3600)),
+        ("mqtt.url", .optionalString),
+        ("mqtt.allowInsecure", .bool),
+        ("mqtt.site", .string),
+        ("mqtt.deviceId", .optionalString),
+        ("mqtt.topicPrefix", .string),
+        ("mqtt.usernameFile", .optionalString),
+        ("mqtt.passwordFile", .optionalString),
+        ("mqtt.caFile", .optionalString),
+        ("mqtt.certFile", .optionalString),
+        ("mqtt.keyFile", .optionalString),
+        ("mqtt.keepalive", .integer(min: 5, max: 3600)),
+        ("mqtt.maxInflight", .integer(min: 1, max: 65_535)),
         ("hosts", .stringList),
     ]
 
@@ -309,6 +321,7 @@ public struct ConfigLoader {
         case "hid.grab": config.hid.grab = bool
         case "location.enabled": config.location.enabled = bool
         case "location.timeFromGPS": config.location.timeFromGPS = bool
+        case "mqtt.allowInsecure": config.mqtt.allowInsecure = bool
         default: break
         }
     }
@@ -331,6 +344,8 @@ public struct ConfigLoader {
         case "api.concurrency": config.api.concurrency = integer
         case "hid.maxLineLength": config.hid.maxLineLength = integer
         case "location.minMode": config.location.minMode = integer
+        case "mqtt.keepalive": config.mqtt.keepalive = integer
+        case "mqtt.maxInflight": config.mqtt.maxInflight = integer
         default: break
         }
     }
@@ -350,8 +365,34 @@ public struct ConfigLoader {
             }
             config.location.gpsd = s
         case "metrics.textfile": config.metrics.textfile = string
+        case "mqtt.url": config.mqtt.url = string
+        case "mqtt.site", "mqtt.deviceId", "mqtt.topicPrefix":
+            if let s = string, let problem = ConfigLoader.topicProblem(s, allowLevels: path == "mqtt.topicPrefix") {
+                throw ConfigError("\(origin): \(problem)")
+            }
+            if path == "mqtt.site" { config.mqtt.site = string ?? "default" }
+            if path == "mqtt.deviceId" { config.mqtt.deviceId = string }
+            if path == "mqtt.topicPrefix" { config.mqtt.topicPrefix = string ?? "plings" }
+        case "mqtt.usernameFile": config.mqtt.usernameFile = string
+        case "mqtt.passwordFile": config.mqtt.passwordFile = string
+        case "mqtt.caFile": config.mqtt.caFile = string
+        case "mqtt.certFile": config.mqtt.certFile = string
+        case "mqtt.keyFile": config.mqtt.keyFile = string
         default: break
         }
+    }
+
+    /// Why `text` cannot be part of an MQTT topic name (MQTT 3.1.1/5.0 section 4.7: no wildcards, no NUL; our own
+    /// levels must not be empty or split further unless `allowLevels`), or nil.
+    static func topicProblem(_ text: String, allowLevels: Bool) -> String? {
+        if text.contains("+") || text.contains("#") || text.contains("\u{0}") {
+            return "'\(text.prefix(64))' contains a wildcard (+ or #) or NUL, not allowed in an MQTT topic"
+        }
+        if !allowLevels, text.contains("/") { return "'\(text.prefix(64))' must be one topic level (no '/')" }
+        if text.hasPrefix("/") || text.hasSuffix("/") || text.contains("//") {
+            return "'\(text.prefix(64))' must not start or end with '/' or contain an empty level"
+        }
+        return nil
     }
 
     private mutating func assign(_ path: String, list: [String]) {

@@ -1,0 +1,89 @@
+import BridgeCore
+import Foundation
+import MQTT
+
+/// The `mqtt` section's checks and its resolution into `MQTTSettings` (credentials read from their files).
+public enum MQTTConfig {
+    /// Checks that need several `mqtt` keys at once: the URL's scheme and host, plain TCP only to loopback unless
+    /// `allowInsecure`, TLS files only with `mqtts://`, a key with its certificate.
+    static func validate(_ mqtt: BridgeConfig.MQTT) throws(ConfigError) {
+        guard let url = mqtt.url else { return }
+        let endpoint = try parse(url)
+        if !endpoint.tls {
+            guard mqtt.allowInsecure else {
+                throw ConfigError(
+                    "mqtt.url uses mqtt:// (plain TCP); use mqtts:// or set mqtt.allowInsecure (loopback only)")
+            }
+            guard APIEndpoint.isLoopback(endpoint.host) else {
+                throw ConfigError("mqtt.url: mqtt:// is allowed only to loopback addresses, not '\(endpoint.host)'")
+            }
+            if mqtt.caFile != nil || mqtt.certFile != nil || mqtt.keyFile != nil {
+                throw ConfigError("mqtt.caFile/certFile/keyFile need an mqtts:// url")
+            }
+        }
+        if (mqtt.certFile == nil) != (mqtt.keyFile == nil) {
+            throw ConfigError("mqtt.certFile and mqtt.keyFile go together (a client certificate needs its key)")
+        }
+        if mqtt.passwordFile != nil, mqtt.usernameFile == nil {
+            throw ConfigError("mqtt.passwordFile needs mqtt.usernameFile")
+        }
+    }
+
+    /// `mqtt://host[:port]` or `mqtts://host[:port]` (default ports 1883 and 8883), no credentials or path.
+    static func parse(_ url: String) throws(ConfigError) -> (host: String, port: Int, tls: Bool) {
+        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
+            let host = components.host, !host.isEmpty
+        else { throw ConfigError("mqtt.url '\(url.prefix(100))' is not a valid URL") }
+        if components.user != nil || components.password != nil {
+            throw ConfigError("mqtt.url must not carry credentials; use mqtt.usernameFile and mqtt.passwordFile")
+        }
+        guard components.path.isEmpty || components.path == "/", components.query == nil else {
+            throw ConfigError("mqtt.url takes no path or query (topics come from mqtt.topicPrefix, site, deviceId)")
+        }
+        let tls: Bool
+        switch scheme {
+        case "mqtts": tls = true
+        case "mqtt": tls = false
+        default: throw ConfigError("mqtt.url scheme '\(scheme)' is not mqtt or mqtts")
+        }
+        let bare = host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        return (bare, components.port ?? (tls ? 8883 : 1883), tls)
+    }
+
+    /// The box's default device id: SHA-256 of /etc/machine-id (never the id itself, which systemd asks not to
+    /// expose), first 16 hex digits. Stable across reboots and reinstalls of plings-bridge.
+    public static func defaultDeviceID(machineIDPath: String = "/etc/machine-id") throws(ConfigError) -> String {
+        guard let data = FileManager.default.contents(atPath: machineIDPath),
+            case let id = String(decoding: data, as: UTF8.self).trimmingASCIIWhitespace(), !id.isEmpty
+        else {
+            throw ConfigError("mqtt.deviceId is not set and \(machineIDPath) is unreadable: set mqtt.deviceId")
+        }
+        return String(MQTTClient.sha256Hex("plings-bridge:" + id).prefix(16))
+    }
+
+    /// The sink's settings, or nil when no `mqtt.url` is configured.
+    public static func settings(_ config: BridgeConfig) throws(ConfigError) -> MQTTSettings? {
+        let mqtt = config.mqtt
+        guard let url = mqtt.url else { return nil }
+        let endpoint = try parse(url)
+        let deviceID: String
+        if let configured = mqtt.deviceId { deviceID = configured } else { deviceID = try defaultDeviceID() }
+        let username = try mqtt.usernameFile.map { (f: String) throws(ConfigError) in try read(f, "mqtt.usernameFile") }
+        let password = try mqtt.passwordFile.map { (f: String) throws(ConfigError) in try read(f, "mqtt.passwordFile") }
+        return MQTTSettings(
+            host: endpoint.host, port: endpoint.port, tls: endpoint.tls, caFile: mqtt.caFile, certFile: mqtt.certFile,
+            keyFile: mqtt.keyFile, username: username, password: password,
+            topicBase: "\(mqtt.topicPrefix)/\(mqtt.site)/\(deviceID)", deviceID: deviceID, keepalive: mqtt.keepalive,
+            maxInflight: mqtt.maxInflight)
+    }
+
+    /// A credential file's first line (a trailing newline from `echo secret > file` is not part of it).
+    private static func read(_ path: String, _ key: String) throws(ConfigError) -> String {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigError("\(key): cannot read \(path)")
+        }
+        let text = String(decoding: data, as: UTF8.self).trimmingASCIIWhitespace()
+        guard !text.isEmpty else { throw ConfigError("\(key): \(path) is empty") }
+        return text
+    }
+}

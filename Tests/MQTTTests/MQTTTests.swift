@@ -1,0 +1,368 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Spool
+import Testing
+
+/// The real bridge against a real Mosquitto broker (started per test on a free loopback port, own config file).
+@Suite(.serialized)
+struct MQTTTests {
+    let binary = Products.path("plings-bridge")
+
+    struct Setup {
+        let dir: TemporaryDirectory
+        let config: String
+        var spoolPath: String { dir.file("spool.sqlite") }
+        var base: String { "plings/site1/gate7" }
+
+        func environment() -> [String: String] {
+            var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
+            env["HOME"] = dir.path
+            env["XDG_STATE_HOME"] = dir.file("state")
+            env.removeValue(forKey: "CREDENTIALS_DIRECTORY")
+            env.removeValue(forKey: "RUNTIME_DIRECTORY")
+            return env
+        }
+    }
+
+    /// A config with an `mqtt` section (`mqtt` members as JSON text) and optionally an `api` section.
+    func setup(mqtt: String, api: String? = nil) throws -> Setup {
+        let dir = TemporaryDirectory("mqtt")
+        let config = dir.file("config.json")
+        try """
+        {"mqtt": {"site": "site1", "deviceId": "gate7", "keepalive": 5, \(mqtt)},
+         \(api.map { "\"api\": {\($0)}," } ?? "")
+         "nfc": {"enabled": false}, "hid": {"enabled": false}, "location": {"enabled": false}}
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        return Setup(dir: dir, config: config)
+    }
+
+    func plain(_ broker: MosquittoRig) -> String { #""url": "\#(broker.url)", "allowInsecure": true"# }
+
+    /// Scans spooled before the bridge runs, queued for the MQTT sink (as a running bridge would have queued them):
+    /// identifier -> scan ids in capture order.
+    func spoolBacklog(_ s: Setup, identifiers: [String], perIdentifier: Int) throws -> [String: [String]] {
+        let spool = try Spool(path: s.spoolPath)
+        try spool.registerSink("mqtt")
+        let builder = ScanBuilder(parser: PlingsURLParser())
+        var order: [String: [String]] = [:]
+        var scans: [NewScan] = []
+        var t = Date().addingTimeInterval(-3600)
+        for n in 0..<perIdentifier {
+            for identifier in identifiers {
+                t = t.addingTimeInterval(0.01)
+                let read = Read(
+                    sourceKind: .hid, device: "bench", raw: "https://s.plings.io/?t=q&i=\(identifier)&p=1.\(n)", time: t
+                )
+                let scan = builder.build(read, fix: nil)
+                scans.append(scan)
+                order[identifier, default: []].append(scan.id)
+            }
+        }
+        try spool.insert(scans)
+        return order
+    }
+
+    func startBridge(_ s: Setup) throws -> RunningProcess {
+        try RunningProcess(binary, ["run", "--config", s.config, "--spool", s.spoolPath], environment: s.environment())
+    }
+
+    func run(_ s: Setup, _ arguments: [String]) throws -> ProcessResult {
+        try ProcessRunner.run(
+            binary, arguments + ["--config", s.config, "--spool", s.spoolPath], environment: s.environment())
+    }
+
+    func sinkPending(_ s: Setup) throws -> Int {
+        try Spool(path: s.spoolPath).sinkStats().first { $0.name == "mqtt" }?.pending ?? -1
+    }
+
+    /// The scan ids of the received `/scans` messages, in arrival order.
+    func receivedIDs(_ subscriber: MQTTSubscriber, topic: String) -> [String] {
+        subscriber.messages.filter { $0.topic == topic }.compactMap {
+            (try? JSONParser.parse(Array($0.payload.utf8)))?["id"]?.stringValue
+        }
+    }
+
+    /// Per identifier, the first arrival of each scan id, in arrival order (repeats after a reconnect dropped,
+    /// as a consumer does by `id`).
+    func firstArrivals(_ ids: [String], order: [String: [String]]) -> [String: [String]] {
+        let identifierOf = Dictionary(uniqueKeysWithValues: order.flatMap { key, ids in ids.map { ($0, key) } })
+        var seen = Set<String>()
+        var result: [String: [String]] = [:]
+        for id in ids where seen.insert(id).inserted {
+            if let identifier = identifierOf[id] { result[identifier, default: []].append(id) }
+        }
+        return result
+    }
+
+    /// A broker that is down, whose saved session for a subscriber (to every `plings/gate7`-device scan) makes it
+    /// queue messages from the moment it is started again, whoever reconnects first.
+    func brokerDownWithWaitingSubscriber() throws -> (MosquittoRig, MQTTSubscriber) {
+        let broker = try MosquittoRig(persistence: true)
+        let subscriber = try MQTTSubscriber(
+            port: broker.port, topic: "plings/site1/gate7/scans", session: "waiting-\(UUID().uuidString.prefix(8))")
+        broker.saveSessions()
+        broker.kill()
+        return (broker, subscriber)
+    }
+
+    @Test func publishesEveryReadAsItsExportLineAndStatusOnlineThenOffline() throws {
+        let broker = try MosquittoRig()
+        let s = try setup(mqtt: plain(broker))
+        defer { s.dir.remove() }
+        let subscriber = try MQTTSubscriber(port: broker.port, topic: "plings/#")
+        defer { subscriber.stop() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(
+            subscriber.waitFor(timeout: 15) { t, p in t == s.base + "/status" && p.contains(#""online":true"#) } != nil)
+        // Reads committed by another process (`scan`): the running bridge notices and publishes them.
+        #expect(try run(s, ["scan", "https://s.plings.io/?t=q&i=Hx7k&p=2"]).status == 0)
+        #expect(try run(s, ["scan", "not a plings url"]).status == 0)
+        let scan = subscriber.waitFor(timeout: 15) { t, _ in t == s.base + "/scans" }
+        let unrecognized = subscriber.waitFor(timeout: 15) { t, _ in t == s.base + "/unrecognized" }
+        // The payload contract: byte for byte the `spool export` line of that scan (its API state at publish time).
+        let export = try run(s, ["spool", "export"]).stdoutLines
+        #expect(export.count == 2)
+        #expect(scan == export[0])
+        #expect(unrecognized == export[1])
+        #expect(eventually(timeout: 5) { (try? sinkPending(s)) == 0 })
+        let list = try run(s, ["spool", "list", "--json"]).stdoutLines
+        #expect(list.allSatisfy { $0.contains(#""sinks":{"mqtt":"delivered"}"#) })
+        let stats = try run(s, ["spool", "stats"]).stdout
+        #expect(stats.contains("sink mqtt: 0 pending, 2 published"))
+        // The status file is refreshed every few seconds.
+        #expect(
+            eventually(timeout: 15) {
+                (try? run(s, ["status", "--json"]).stdout.contains(#""state":"publishing""#)) == true
+            })
+        // A clean stop says offline itself (not the last will, which carries "connection lost").
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+        let offline = subscriber.waitFor(timeout: 5) { t, p in t == s.base + "/status" && p.contains(#""online":false"#)
+        }
+        #expect(offline != nil && offline?.contains("connection lost") == false)
+    }
+
+    @Test func brokerAbsentAtStartThenBacklogDrainsInOrder() throws {
+        let (broker, subscriber) = try brokerDownWithWaitingSubscriber()
+        defer { subscriber.stop() }
+        let s = try setup(mqtt: plain(broker))
+        defer { s.dir.remove() }
+        let order = try spoolBacklog(s, identifiers: ["Aa", "Bb", "Cc"], perIdentifier: 20)
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(bridge.process.isRunning)
+        let failing = eventually(timeout: 10) {
+            (try? run(s, ["status", "--json"]).stdout.contains(#""state":"failing""#)) == true
+        }
+        #expect(failing)
+        #expect(try sinkPending(s) == 60)
+        try broker.start()
+        #expect(eventually(timeout: 60) { subscriber.messages.count >= 60 })
+        let ids = receivedIDs(subscriber, topic: s.base + "/scans")
+        #expect(firstArrivals(ids, order: order) == order, "not in capture order per identifier")
+        #expect(eventually(timeout: 5) { (try? sinkPending(s)) == 0 })
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+        let log = bridge.stderrText
+        #expect(log.components(separatedBy: "mqtt: cannot publish").count - 1 == 1)
+        #expect(log.contains("mqtt: connected; publishing"))
+    }
+
+    /// True when, per identifier, the scans received appear in capture order (first arrivals; some may be missing).
+    func inCaptureOrder(_ ids: [String], order: [String: [String]]) -> Bool {
+        firstArrivals(ids, order: order).allSatisfy { identifier, received in
+            let position = Dictionary(uniqueKeysWithValues: (order[identifier] ?? []).enumerated().map { ($1, $0) })
+            let indices = received.compactMap { position[$0] }
+            return indices == indices.sorted()
+        }
+    }
+
+    @Test func brokerKilledAndRestartedMidBurstLosesNothingAndKeepsOrder() throws {
+        let broker = try MosquittoRig(persistence: true)
+        let s = try setup(mqtt: plain(broker))
+        defer { s.dir.remove() }
+        let order = try spoolBacklog(s, identifiers: ["Ka", "Kb", "Kc", "Kd", "Ke"], perIdentifier: 600)
+        // A persistent session, saved to disk, so the restarted broker queues for it even before it reconnects.
+        let subscriber = try MQTTSubscriber(port: broker.port, topic: s.base + "/scans", session: "mqtt-test-sub")
+        defer { subscriber.stop() }
+        broker.saveSessions()
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(subscriber.process.waitForLineCount(300, timeout: 30))
+        broker.kill()
+        // What the broker had not acknowledged when it died: the bridge must publish all of it again. (What it had
+        // acknowledged is the broker's to deliver; without its own persistence a SIGKILL may lose that.)
+        #expect(eventually(timeout: 10) { bridge.stderrText.contains("mqtt: cannot publish") })
+        let unacknowledged = try Spool(path: s.spoolPath).pendingForSink("mqtt", afterSeq: 0, limit: 1_000_000)
+            .map(\.record.id)
+        #expect(unacknowledged.count > 0, "the kill came after the burst; make it larger")
+        try broker.start()
+        #expect(eventually(timeout: 60) { (try? sinkPending(s)) == 0 })
+        let missing = eventually(timeout: 20) {
+            Set(unacknowledged).subtracting(receivedIDs(subscriber, topic: s.base + "/scans")).isEmpty
+        }
+        #expect(missing, "scans unacknowledged at the kill never arrived")
+        #expect(try Spool(path: s.spoolPath).sinkStats().first?.delivered == 3000)
+        #expect(inCaptureOrder(receivedIDs(subscriber, topic: s.base + "/scans"), order: order))
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+    }
+
+    @Test func wrongPasswordPausesWithAClearErrorLosesNothingAndSIGHUPResumes() throws {
+        let dir = TemporaryDirectory("mqtt-users")
+        defer { dir.remove() }
+        let users = dir.file("passwords")
+        let secret = "s3cret-\(UUID().uuidString.prefix(8))"
+        let wrong = "wrong-\(UUID().uuidString.prefix(8))"
+        try MosquittoRig.addUser("gate7", password: secret, file: users)
+        try MosquittoRig.addUser("watcher", password: "watch", file: users)
+        let broker = try MosquittoRig(listenerOptions: ["allow_anonymous false", "password_file \(users)"])
+        try "gate7\n".write(toFile: dir.file("user"), atomically: true, encoding: .utf8)
+        try (wrong + "\n").write(toFile: dir.file("password"), atomically: true, encoding: .utf8)
+        try "watch\n".write(toFile: dir.file("watcher"), atomically: true, encoding: .utf8)
+        let s = try setup(
+            mqtt: plain(broker)
+                + #", "usernameFile": "\#(dir.file("user"))", "passwordFile": "\#(dir.file("password"))""#)
+        defer { s.dir.remove() }
+        let order = try spoolBacklog(s, identifiers: ["Pa", "Pb"], perIdentifier: 5)
+        let subscriber = try MQTTSubscriber(
+            port: broker.port, topic: s.base + "/scans",
+            extra: ["--username", "watcher", "--password-file", dir.file("watcher")])
+        defer { subscriber.stop() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(eventually(timeout: 15) { bridge.stderrText.contains("mqtt: publishing paused") })
+        let line = bridge.stderrText.split(separator: "\n").first { $0.contains("mqtt: publishing paused") } ?? ""
+        // Mosquitto 2.0 answers a wrong password with CONNACK 0x87 "Not authorized" under MQTT v5.
+        #expect(line.contains("refused the connection: Not authorized (0x87)"), "\(line)")
+        #expect(try sinkPending(s) == 10)
+        #expect(try run(s, ["status", "--json"]).stdout.contains(#""state":"paused""#))
+        #expect(try run(s, ["spool", "stats"]).stdout.contains("last error: the broker refused the connection"))
+        let doctor = try run(s, ["doctor"]).stdout
+        #expect(doctor.contains("[fail] mqtt:") && doctor.contains("refused the login"), "\(doctor)")
+        // Paused, not retrying every second: one refusal in the broker's log over two seconds.
+        usleep(2_000_000)
+        #expect(subscriber.messages.isEmpty)
+        // Fixed and reloaded: everything goes, in order.
+        try (secret + "\n").write(toFile: dir.file("password"), atomically: true, encoding: .utf8)
+        bridge.signal(SIGHUP)
+        #expect(subscriber.process.waitForLineCount(11, timeout: 20))
+        #expect(firstArrivals(receivedIDs(subscriber, topic: s.base + "/scans"), order: order) == order)
+        #expect(try run(s, ["doctor"]).stdout.contains("[ok  ] mqtt:"))
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+        let log = bridge.stderrText
+        #expect(!log.contains(secret) && !log.contains(wrong))
+        #expect(log.components(separatedBy: "mqtt: publishing paused").count - 1 == 1)
+    }
+
+    /// A test CA, and a server certificate for 127.0.0.1 signed by it (openssl, generated per test).
+    func makeCertificates(_ dir: TemporaryDirectory, name: String, ip: String = "127.0.0.1") throws {
+        let commands: [[String]] = [
+            [
+                "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=\(name) test CA",
+                "-keyout", dir.file("\(name)-ca.key"), "-out", dir.file("\(name)-ca.crt"),
+            ],
+            [
+                "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=\(ip)", "-keyout", dir.file("\(name)-server.key"),
+                "-out", dir.file("\(name)-server.csr"),
+            ],
+            [
+                "x509", "-req", "-in", dir.file("\(name)-server.csr"), "-CA", dir.file("\(name)-ca.crt"), "-CAkey",
+                dir.file("\(name)-ca.key"), "-CAcreateserial", "-days", "2", "-extfile", dir.file("san.ext"),
+                "-out", dir.file("\(name)-server.crt"),
+            ],
+        ]
+        try "subjectAltName = IP:\(ip)\n".write(toFile: dir.file("san.ext"), atomically: true, encoding: .utf8)
+        for arguments in commands {
+            let result = try ProcessRunner.run("/usr/bin/openssl", arguments)
+            guard result.status == 0 else { throw RigError("openssl \(arguments[0]) failed: \(result.stderr)") }
+        }
+    }
+
+    @Test func tlsWithATestCAPublishesAndAnotherCAIsRefused() throws {
+        let dir = TemporaryDirectory("mqtt-tls")
+        defer { dir.remove() }
+        try makeCertificates(dir, name: "good")
+        try makeCertificates(dir, name: "other")
+        let broker = try MosquittoRig(listenerOptions: [
+            "allow_anonymous true", "cafile \(dir.file("good-ca.crt"))", "certfile \(dir.file("good-server.crt"))",
+            "keyfile \(dir.file("good-server.key"))",
+        ])
+        let url = "mqtts://127.0.0.1:\(broker.port)"
+        // Plain mqtt:// to a TLS listener, or TLS without a trusted CA, must not publish.
+        let untrusted = try setup(mqtt: #""url": "\#(url)", "caFile": "\#(dir.file("other-ca.crt"))""#)
+        defer { untrusted.dir.remove() }
+        _ = try spoolBacklog(untrusted, identifiers: ["Ta"], perIdentifier: 2)
+        let refused = try startBridge(untrusted)
+        defer { refused.stop() }
+        #expect(eventually(timeout: 15) { refused.stderrText.contains("mqtt: cannot publish") })
+        #expect(refused.stderrText.lowercased().contains("certificate verify failed"), "\(refused.stderrText)")
+        #expect(try sinkPending(untrusted) == 2)
+        refused.signal(SIGTERM)
+        #expect(refused.waitForExit(timeout: 5) == 0)
+
+        let s = try setup(mqtt: #""url": "\#(url)", "caFile": "\#(dir.file("good-ca.crt"))""#)
+        defer { s.dir.remove() }
+        let order = try spoolBacklog(s, identifiers: ["Ta", "Tb"], perIdentifier: 3)
+        let subscriber = try MQTTSubscriber(
+            port: broker.port, topic: s.base + "/scans", extra: ["--cafile", dir.file("good-ca.crt")])
+        defer { subscriber.stop() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(subscriber.process.waitForLineCount(7, timeout: 20))
+        #expect(firstArrivals(receivedIDs(subscriber, topic: s.base + "/scans"), order: order) == order)
+        #expect(try run(s, ["doctor"]).stdout.contains("[ok  ] mqtt: mqtts://127.0.0.1"))
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+    }
+
+    @Test func lastWillSaysOfflineAfterSIGKILL() throws {
+        let broker = try MosquittoRig()
+        let s = try setup(mqtt: plain(broker))
+        defer { s.dir.remove() }
+        let subscriber = try MQTTSubscriber(port: broker.port, topic: s.base + "/status")
+        defer { subscriber.stop() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(subscriber.waitFor(timeout: 15) { _, p in p.contains(#""online":true"#) } != nil)
+        bridge.signal(SIGKILL)
+        _ = bridge.waitForExit(timeout: 5)
+        let will = subscriber.waitFor(timeout: 15) { _, p in p.contains(#""online":false"#) }
+        #expect(will?.contains("connection lost") == true)
+        // Retained: a consumer that subscribes later learns the device is offline.
+        let late = try MQTTSubscriber(port: broker.port, topic: s.base + "/status")
+        defer { late.stop() }
+        #expect(late.waitFor(timeout: 5) { _, p in p.contains(#""online":false"#) } != nil)
+    }
+
+    @Test func brokerDownWhileAPIUpAndTheReverseProgressIndependently() throws {
+        let api = try APIStandIn()
+        defer { api.stop() }
+        let (broker, subscriber) = try brokerDownWithWaitingSubscriber()
+        defer { subscriber.stop() }
+        let s = try setup(
+            mqtt: plain(broker),
+            api: #""url": "\#(api.url)", "tokenFile": "\#(api.tokenFile)", "allowInsecureHTTP": true, "timeout": 2"#)
+        defer { s.dir.remove() }
+        // Broker down, API up: the API gets every scan while the broker's copies stay queued.
+        _ = try spoolBacklog(s, identifiers: ["Da", "Db"], perIdentifier: 5)
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(eventually(timeout: 20) { (try? Spool(path: s.spoolPath).stats().counts[.delivered]) == 10 })
+        #expect(try sinkPending(s) == 10)
+        #expect(bridge.stderrText.contains("mqtt: cannot publish"))
+        // The reverse: API failing, broker back: the broker gets every scan while the API's new one waits.
+        try api.setMode("503")
+        #expect(try run(s, ["scan", "https://s.plings.io/?t=q&i=Dc&p=1"]).status == 0)
+        try broker.start()
+        #expect(eventually(timeout: 40) { subscriber.messages.count >= 11 })
+        #expect(eventually(timeout: 5) { (try? sinkPending(s)) == 0 })
+        let counts = try Spool(path: s.spoolPath).stats().counts
+        #expect(counts[.pending] == 1 && counts[.delivered] == 10)
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+    }
+}
