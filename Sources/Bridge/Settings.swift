@@ -1,6 +1,7 @@
 import BridgeCore
 import Forwarder
 import Foundation
+import HID
 
 /// Loads the configuration the way design 2.6 says: JSON file, then environment, then flags.
 public struct Settings: Sendable {
@@ -79,6 +80,25 @@ public struct Settings: Sendable {
     static func validate(_ config: BridgeConfig) throws(ConfigError) {
         if let url = config.api.url {
             try APIEndpoint.validate(url, allowInsecureHTTP: config.api.allowInsecureHTTP)
+        }
+        try validateLayouts(config.hid)
+    }
+
+    /// Every keyboard layout named in `hid` must be one xkb-data knows (when HID is on).
+    static func validateLayouts(_ hid: BridgeConfig.HID) throws(ConfigError) {
+        guard hid.enabled else { return }
+        var choices = [("hid.layout", "hid.variant", hid.layout, hid.variant)]
+        for (index, rule) in hid.match.enumerated() where rule.layout != nil || rule.variant != nil {
+            let (layout, variant) = (rule.layout ?? hid.layout, rule.layout != nil ? rule.variant : rule.variant)
+            choices.append(("hid.match[\(index)].layout", "hid.match[\(index)].variant", layout, variant))
+        }
+        for (layoutKey, variantKey, layout, variant) in choices {
+            do {
+                try XKBLayouts.validate(layout: layout, variant: variant)
+            } catch {
+                let key = error.isVariant && variant != nil ? variantKey : layoutKey
+                throw ConfigError("\(key): \(error.message)")
+            }
         }
     }
 
