@@ -160,7 +160,8 @@ public final class HIDSource: Sendable {
         do {
             layout = try XKBLayouts.layout(wanted, variant: wantedVariant)
         } catch {
-            logger.error("cannot compile the keyboard layout: using us", [("layout", wanted), ("error", error.message)])
+            logger.error(
+                "cannot compile the keyboard layout: using us", [("layout", wanted), ("error", error.message)])
             layout = (try? XKBLayouts.layout("us")) ?? Self.emptyLayout
         }
         return KeystrokeDecoder.Configuration(
@@ -315,7 +316,8 @@ public final class HIDSource: Sendable {
     private func identity(_ device: InputDeviceInfo, name: String, verdict: ScannerMatcher.Verdict) -> ScannerIdentity {
         ScannerIdentity(
             devnode: device.devnode, name: name, product: device.name, serial: device.serial,
-            syspath: device.syspath, decoder: decoderConfiguration(layoutName: verdict.layout, variant: verdict.variant))
+            syspath: device.syspath, decoder: decoderConfiguration(layoutName: verdict.layout, variant: verdict.variant)
+        )
     }
 
     /// Opens and attaches, or queues a retry on EACCES/ENOENT (permissions or node not there yet).

@@ -53,7 +53,8 @@ extension HIDSource {
                 devnode: device.devnode, name: device.name, stableName: verdict.matched ? names[device.devnode] : nil,
                 vendor: device.vendor, model: device.model, serial: device.serial, path: device.path,
                 matched: verdict.matched, reason: verdict.reason,
-                layout: verdict.matched ? layoutName(config, verdict.layout, verdict.variant) : nil, openable: false, grabbable: false,
+                layout: verdict.matched ? layoutName(config, verdict.layout, verdict.variant) : nil, openable: false,
+                grabbable: false,
                 problem: nil)
             probe(&info, tryGrab: verdict.matched)
             result.append(info)

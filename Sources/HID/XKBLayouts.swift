@@ -1,7 +1,7 @@
 import BridgeCore
 import CXKBCommon
 import Foundation
-import Synchronization
+import Platform
 
 /// Keyboard layouts compiled from xkb-data through libxkbcommon, and the system compose table.
 ///
@@ -162,8 +162,10 @@ public enum XKBLayouts {
         if catalog.layouts[name] == nil {
             let close = closeNames(to: name, in: catalog.layouts.keys)
             return "unknown keyboard layout '\(name)'"
-                + (close.isEmpty ? " (see /usr/share/X11/xkb/rules/evdev.lst)" : "; close names: "
-                    + close.joined(separator: ", "))
+                + (close.isEmpty
+                    ? " (see /usr/share/X11/xkb/rules/evdev.lst)"
+                    : "; close names: "
+                        + close.joined(separator: ", "))
         }
         let variants = catalog.variants[name] ?? [:]
         let close = closeNames(to: variant, in: variants.keys)

@@ -83,7 +83,7 @@ enum HIDBenchmark {
         var buffer = [CChar](repeating: 0, count: 16)
         var count = 0
         var produced = 0
-        let start = Monotonic.now()
+        let start = MonotonicClock.now()
         bytes.withUnsafeBytes { raw in
             parser.parse(raw) { event in
                 count &+= 1
@@ -101,7 +101,7 @@ enum HIDBenchmark {
                 xkb_state_update_key(state, keycode, event.value == 1 ? XKB_KEY_DOWN : XKB_KEY_UP)
             }
         }
-        let elapsed = Monotonic.now() - start
+        let elapsed = MonotonicClock.now() - start
         if produced != expectedLines { print("warning: xkb per-event decoded \(produced) of \(expectedLines) lines") }
         return Double(count) / elapsed
     }

@@ -51,7 +51,9 @@ struct ControlCharacterTests {
         #expect(decode(steps, .de) == [.line("a" + Self.gs + "b")])
         // The last digit and the Alt release in one report: the digit counts.
         let sameReport =
-            [([Evdev.KEY_LEFTALT], Int32(1))] + tap(Evdev.KEY_KP6) + [([Evdev.KEY_KP5], 1), ([Evdev.KEY_KP5, Evdev.KEY_LEFTALT], 0)]
+            [([Evdev.KEY_LEFTALT], Int32(1))] + tap(Evdev.KEY_KP6) + [
+                ([Evdev.KEY_KP5], 1), ([Evdev.KEY_KP5, Evdev.KEY_LEFTALT], 0),
+            ]
             + tap(Evdev.KEY_ENTER)
         #expect(decode(sameReport) == [.line("A")])
         // With a leading 0, 128...159 are Windows-1252: Alt+0128 is the euro sign.

@@ -14,8 +14,9 @@ struct LayoutConfigTests {
         defer { dir.remove() }
         var path: String?
         if let file {
-            path = dir.file("config.json")
-            _ = FileManager.default.createFile(atPath: path!, contents: Data(file.utf8))
+            let configPath = dir.file("config.json")
+            _ = FileManager.default.createFile(atPath: configPath, contents: Data(file.utf8))
+            path = configPath
         }
         var env = environment
         env["HOME"] = dir.path

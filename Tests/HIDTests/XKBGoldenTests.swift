@@ -50,7 +50,7 @@ struct XKBGoldenTests {
                     else { continue }
                     // "chars", "caps" and "control" give one stroke; "dead" gives a list of strokes.
                     let nested = raw.first?.arrayValue != nil
-                    let strokes = (nested ? raw : [item.arrayValue![0]]).map { stroke in
+                    let strokes = (nested ? raw : [pair[0]]).map { stroke in
                         (stroke.arrayValue ?? []).compactMap { $0.doubleValue.map { UInt16($0) } }
                     }
                     cases.append(Case(strokes: strokes, text: text, kind: kind))
@@ -66,7 +66,9 @@ struct XKBGoldenTests {
         var time = start
         var events: [InputEvent] = []
         func report(_ codes: [UInt16], _ value: Int32) {
-            for code in codes { events.append(InputEvent(microseconds: time, type: Evdev.EV_KEY, code: code, value: value)) }
+            for code in codes {
+                events.append(InputEvent(microseconds: time, type: Evdev.EV_KEY, code: code, value: value))
+            }
             events.append(InputEvent(microseconds: time, type: Evdev.EV_SYN, code: Evdev.SYN_REPORT, value: 0))
             time += 2_000
         }
