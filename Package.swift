@@ -10,6 +10,8 @@ let package = Package(
         .executable(name: "plings-bench", targets: ["plings-bench"]),
         // For the fuzz targets in Fuzz/ (a separate package that depends on this one by path).
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
+        // fuzz-evdev decodes with layouts compiled from xkb-data.
+        .library(name: "HID", targets: ["HID"]),
     ],
     targets: [
         // C libraries, one system-library target each.
@@ -28,6 +30,8 @@ let package = Package(
         .target(name: "CMosquittoShim", linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("crypto")]),
         // evdev ioctl numbers and `struct input_event` access: function-like macros Swift cannot import.
         .target(name: "CEvdevShim"),
+        // libxkbcommon: keymaps from xkb-data and the compose tables, compiled once per layout.
+        .systemLibrary(name: "CXKBCommon", pkgConfig: "xkbcommon", providers: [.apt(["libxkbcommon-dev"])]),
 
         // The platform layer: the one monotonic clock, EINTR-retrying system calls, a condition variable on the
         // monotonic clock, atomic file replacement. libc only.
@@ -45,7 +49,8 @@ let package = Package(
         // The gpsd client (one connection on its own thread) and the fixed-location fallback.
         .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim", "Platform"]),
         // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
-        .target(name: "HID", dependencies: ["BridgeCore", "Logging", "CUDev", "CEvdevShim", "Platform"]),
+        .target(
+            name: "HID", dependencies: ["BridgeCore", "Logging", "CUDev", "CEvdevShim", "CXKBCommon", "Platform"]),
         // PC/SC: context lifecycle, reader monitor, tag reading through pcscd.
         .target(name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite", "Platform"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
@@ -64,10 +69,10 @@ let package = Package(
             name: "plings-bench",
             dependencies: [
                 "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
-                "NFC", "BridgeTestSupport", "Platform", "MQTT",
+                "NFC", "BridgeTestSupport", "Platform", "MQTT", "CXKBCommon",
             ]),
 
-        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore"]),
+        .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         // Test support: process runners and rig launchers (never linked into the product).
         .target(name: "BridgeTestSupport", dependencies: ["Platform"], path: "Sources/BridgeTestSupport"),
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
@@ -83,6 +88,7 @@ let package = Package(
             name: "HIDTests",
             dependencies: [
                 "HID", "BridgeCore", "Logging", "Bridge", "Spool", "BridgeTestSupport", "CEvdevShim", "Platform",
+                "CXKBCommon",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -14,7 +14,9 @@ let package = Package(
     dependencies: [.package(name: "plings-bridge", path: "..")],
     targets: targets.map { name in
         .executableTarget(
-            name: name, dependencies: [.product(name: "BridgeCore", package: "plings-bridge")],
+            name: name,
+            dependencies: [.product(name: "BridgeCore", package: "plings-bridge")]
+                + (name == "fuzz-evdev" ? [.product(name: "HID", package: "plings-bridge")] : []),
             path: "Sources/\(name)")
     },
     swiftLanguageModes: [.v6]

@@ -1,6 +1,7 @@
 import BridgeCore
 import Forwarder
 import Foundation
+import HID
 
 /// Loads the configuration as docs/contracts.md, "Configuration" says: JSON file, then environment, then flags.
 public struct Settings: Sendable {
@@ -81,6 +82,25 @@ public struct Settings: Sendable {
             try APIEndpoint.validate(url, allowInsecureHTTP: config.api.allowInsecureHTTP)
         }
         try MQTTConfig.validate(config.mqtt)
+        try validateLayouts(config.hid)
+    }
+
+    /// Every keyboard layout named in `hid` must be one xkb-data knows (when HID is on).
+    static func validateLayouts(_ hid: BridgeConfig.HID) throws(ConfigError) {
+        guard hid.enabled else { return }
+        var choices = [("hid.layout", "hid.variant", hid.layout, hid.variant)]
+        for (index, rule) in hid.match.enumerated() where rule.layout != nil || rule.variant != nil {
+            let (layout, variant) = (rule.layout ?? hid.layout, rule.variant)
+            choices.append(("hid.match[\(index)].layout", "hid.match[\(index)].variant", layout, variant))
+        }
+        for (layoutKey, variantKey, layout, variant) in choices {
+            do {
+                try XKBLayouts.validate(layout: layout, variant: variant)
+            } catch {
+                let key = error.isVariant && variant != nil ? variantKey : layoutKey
+                throw ConfigError("\(key): \(error.message)")
+            }
+        }
     }
 
     /// `$STATE_DIRECTORY/spool.sqlite` under systemd, else the service's spool on an installed system, else

@@ -125,9 +125,10 @@ public final class HIDSource: Sendable {
     /// Reads an already open fd as a scanner named `name` (a pipe, FIFO or evdev node carrying raw
     /// `input_event` records), with `layout` or the configured one. The source owns (and closes) the fd.
     public func attach(fd: Int32, name: String, layout: KeyboardLayout? = nil) {
+        var decoder = decoderConfiguration(layoutName: nil, variant: nil)
+        if let layout { decoder.layout = layout }
         let identity = ScannerIdentity(
-            devnode: "fd:\(fd)", name: name, product: name, serial: nil, syspath: "",
-            decoder: decoderConfiguration(layoutName: layout?.name))
+            devnode: "fd:\(fd)", name: name, product: name, serial: nil, syspath: "", decoder: decoder)
         control.withLock { $0.commands.append(.attach(fd: fd, identity: identity)) }
         wake()
     }
@@ -138,7 +139,7 @@ public final class HIDSource: Sendable {
         let device = InputDeviceInfo(devnode: devnode, syspath: devnode, name: name, tagged: true)
         let identity = ScannerIdentity(
             devnode: devnode, name: name, product: name, serial: nil, syspath: devnode,
-            decoder: decoderConfiguration(layoutName: nil))
+            decoder: decoderConfiguration(layoutName: nil, variant: nil))
         control.withLock { $0.commands.append(.open(device, identity)) }
         wake()
     }
@@ -150,16 +151,18 @@ public final class HIDSource: Sendable {
         _ = try? systemCall("write") { Glibc.write(wakeWrite, &byte, 1) }
     }
 
-    func decoderConfiguration(layoutName: String?) -> KeystrokeDecoder.Configuration {
-        let wanted = layoutName ?? config.layout
+    /// The decoder settings for a scanner whose `hid.match` rule names `layoutName`/`variant` (nil: none).
+    /// The layout was checked at load; should xkb still fail to compile it, the scanner decodes as `us` and
+    /// the log says why.
+    func decoderConfiguration(layoutName: String?, variant: String?) -> KeystrokeDecoder.Configuration {
+        let (wanted, wantedVariant) = Self.layoutChoice(config, layoutName, variant)
         let layout: KeyboardLayout
-        if let named = KeyboardLayout.named(wanted) {
-            layout = named
-        } else {
-            logger.warn(
-                "unknown keyboard layout: using us",
-                [("layout", wanted), ("known", KeyboardLayout.names.joined(separator: ","))])
-            layout = .us
+        do {
+            layout = try XKBLayouts.layout(wanted, variant: wantedVariant)
+        } catch {
+            logger.error(
+                "cannot compile the keyboard layout: using us", [("layout", wanted), ("error", error.message)])
+            layout = (try? XKBLayouts.layout("us")) ?? Self.emptyLayout
         }
         return KeystrokeDecoder.Configuration(
             layout: layout, suffix: config.suffix == .tab ? .tab : .enter, maxLineLength: config.maxLineLength,
@@ -313,7 +316,8 @@ public final class HIDSource: Sendable {
     private func identity(_ device: InputDeviceInfo, name: String, verdict: ScannerMatcher.Verdict) -> ScannerIdentity {
         ScannerIdentity(
             devnode: device.devnode, name: name, product: device.name, serial: device.serial,
-            syspath: device.syspath, decoder: decoderConfiguration(layoutName: verdict.layout))
+            syspath: device.syspath, decoder: decoderConfiguration(layoutName: verdict.layout, variant: verdict.variant)
+        )
     }
 
     /// Opens and attaches, or queues a retry on EACCES/ENOENT (permissions or node not there yet).

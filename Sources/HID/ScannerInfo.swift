@@ -53,7 +53,8 @@ extension HIDSource {
                 devnode: device.devnode, name: device.name, stableName: verdict.matched ? names[device.devnode] : nil,
                 vendor: device.vendor, model: device.model, serial: device.serial, path: device.path,
                 matched: verdict.matched, reason: verdict.reason,
-                layout: verdict.matched ? (verdict.layout ?? config.layout) : nil, openable: false, grabbable: false,
+                layout: verdict.matched ? layoutName(config, verdict.layout, verdict.variant) : nil, openable: false,
+                grabbable: false,
                 problem: nil)
             probe(&info, tryGrab: verdict.matched)
             result.append(info)
@@ -89,4 +90,26 @@ extension HIDSource {
             info.problem = error.description
         }
     }
+}
+
+extension HIDSource {
+    /// The layout and variant a scanner uses: its `hid.match` rule's layout (with that rule's variant), else
+    /// `hid.layout` with the rule's variant or `hid.variant`.
+    static func layoutChoice(
+        _ config: BridgeConfig.HID, _ ruleLayout: String?, _ ruleVariant: String?
+    ) -> (layout: String, variant: String?) {
+        if let ruleLayout { return (ruleLayout, ruleVariant) }
+        return (config.layout, ruleVariant ?? config.variant)
+    }
+
+    /// The canonical name (`gb`, `de(nodeadkeys)`) of what `layoutChoice` picks, as `scanners` shows it.
+    static func layoutName(_ config: BridgeConfig.HID, _ ruleLayout: String?, _ ruleVariant: String?) -> String {
+        let (layout, variant) = layoutChoice(config, ruleLayout, ruleVariant)
+        return (try? XKBLayouts.validate(layout: layout, variant: variant)) ?? layout
+    }
+
+    /// A layout that types nothing: only if even `us` cannot be compiled (xkb-data missing).
+    static let emptyLayout = KeyboardLayout(
+        name: "none", displayName: "none", table: [UInt32](repeating: 0, count: KeyboardLayout.codeCount * 32),
+        modifierRoles: [UInt8](repeating: 0, count: 8), compose: .empty, isISO: false)
 }

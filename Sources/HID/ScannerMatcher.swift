@@ -9,6 +9,8 @@ public enum ScannerMatcher {
         public var reason: String
         /// The layout of the `hid.match` rule that matched, if it names one.
         public var layout: String?
+        /// The variant of the `hid.match` rule that matched, if it names one.
+        public var variant: String? = nil
     }
 
     /// A device is a scanner when a `hid.match` rule matches it (checked first, so its `layout` applies even
@@ -27,7 +29,8 @@ public enum ScannerMatcher {
             if let serial = rule.serial { criteria.append("serial=\(serial)") }
             if let path = rule.path { criteria.append("path=\(path)") }
             return Verdict(
-                matched: true, reason: "hid.match[\(index)] (\(criteria.joined(separator: " ")))", layout: rule.layout)
+                matched: true, reason: "hid.match[\(index)] (\(criteria.joined(separator: " ")))", layout: rule.layout,
+                variant: rule.variant)
         }
         if device.tagged {
             return Verdict(matched: true, reason: "udev rule (PLINGS_SCANNER=1)", layout: nil)

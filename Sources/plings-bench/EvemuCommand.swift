@@ -1,5 +1,6 @@
 import BridgeCore
 import Foundation
+import HID
 
 /// `plings-bench evemu`: prints the evemu event lines a keyboard-wedge scanner produces when it types TEXT,
 /// for `umockdev-run -e /dev/input/eventN=FILE` (used by `scripts/demo`). umockdev replays the file in real
@@ -44,8 +45,11 @@ enum EvemuCommand {
             i += 1
         }
         guard !texts.isEmpty else { fail("--text TEXT is required") }
-        guard let layout = KeyboardLayout.named(layoutName) else {
-            fail("unknown layout \(layoutName) (\(KeyboardLayout.names.joined(separator: ", ")))")
+        let layout: KeyboardLayout
+        do {
+            layout = try XKBLayouts.layout(layoutName)
+        } catch {
+            fail(error.message)
         }
         // umockdev times a replay from the first event, not from zero: a lone SYN_REPORT at 0 s makes the
         // typing really start --start seconds after the file is loaded.

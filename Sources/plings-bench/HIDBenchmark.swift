@@ -1,5 +1,6 @@
 import Bridge
 import BridgeCore
+import CXKBCommon
 import Foundation
 import Glibc
 import HID
@@ -25,14 +26,20 @@ enum HIDBenchmark {
             }
             i += 2
         }
-        let (events, bytes) = stream(lines: lines)
-        let memory = (0..<5).map { _ in decodeFromMemory(bytes, expectedLines: lines) }
+        guard let se = try? XKBLayouts.layout("se"), let us = try? XKBLayouts.layout("us") else {
+            print("error: cannot compile the se and us layouts from xkb-data")
+            exit(1)
+        }
+        let (events, bytes) = stream(lines: lines, layout: se)
+        let memory = (0..<5).map { _ in decodeFromMemory(bytes, layout: se, expectedLines: lines) }
+        let perEvent = (0..<3).map { _ in xkbPerEventDecode(bytes, layout: "se", expectedLines: lines) }
         let pipe = pipeThroughput(bytes, events: events.count, lines: lines)
-        let latency = enterToCommit(samples: samples, path: "\(directory)/bench-hid-\(getpid()).sqlite")
+        let latency = enterToCommit(samples: samples, layout: us, path: "\(directory)/bench-hid-\(getpid()).sqlite")
         BenchTable.print([
             BenchRow(
                 metric: "decoder, parse + decode from memory (best of 5, \(events.count) events)",
-                ours: (memory.max() ?? 0) / 1e6, baseline: nil, unit: "M events/s", goal: ">= 30 M events/s"),
+                ours: (memory.max() ?? 0) / 1e6, baseline: (perEvent.max() ?? 0) / 1e6, unit: "M events/s",
+                goal: ">= 30 M events/s"),
             BenchRow(
                 metric: "reader loop through a pipe (poll, read, decode, submit)",
                 ours: pipe / 1e6, baseline: nil, unit: "M events/s", goal: "info"),
@@ -49,19 +56,60 @@ enum HIDBenchmark {
     }
 
     /// `lines` Plings URLs typed on the Swedish layout (Shift and AltGr keys included), as raw records.
-    static func stream(lines: Int) -> ([InputEvent], [UInt8]) {
+    static func stream(lines: Int, layout: KeyboardLayout) -> ([InputEvent], [UInt8]) {
         var events: [InputEvent] = []
         for n in 0..<lines {
             let text = "https://s.plings.io/?t=q&i=4kyQCd5tMDjJVW\(n % 10)&p=4.2.3.3.\(n)"
-            events += EventScript.typing(text, layout: .se) ?? []
+            events += EventScript.typing(text, layout: layout) ?? []
         }
         return (events, InputEvent.encode(events))
     }
 
-    /// Events per second through `InputEventParser` + `KeystrokeDecoder`, from one in-memory buffer.
-    static func decodeFromMemory(_ bytes: [UInt8], expectedLines: Int) -> Double {
+    /// The baseline: the same stream decoded by asking libxkbcommon per event (`xkb_state_update_key` for every
+    /// key event, `xkb_state_key_get_utf8` for every press), as a decoder without a precomputed table would.
+    static func xkbPerEventDecode(_ bytes: [UInt8], layout: String, expectedLines: Int) -> Double {
+        guard let context = xkb_context_new(XKB_CONTEXT_NO_ENVIRONMENT_NAMES) else { return 0 }
+        defer { xkb_context_unref(context) }
+        var names = xkb_rule_names(rules: "evdev", model: "pc105", layout: layout, variant: "", options: nil)
+        guard let keymap = xkb_keymap_new_from_names(context, &names, XKB_KEYMAP_COMPILE_NO_FLAGS),
+            let state = xkb_state_new(keymap)
+        else { return 0 }
+        defer {
+            xkb_state_unref(state)
+            xkb_keymap_unref(keymap)
+        }
         var parser = InputEventParser()
-        var decoder = KeystrokeDecoder(layout: .se)
+        var line: [UInt8] = []
+        var buffer = [CChar](repeating: 0, count: 16)
+        var count = 0
+        var produced = 0
+        let start = MonotonicClock.now()
+        bytes.withUnsafeBytes { raw in
+            parser.parse(raw) { event in
+                count &+= 1
+                guard event.type == Evdev.EV_KEY, event.value != 2 else { return }
+                let keycode = UInt32(event.code) + 8
+                if event.value == 1 {
+                    if event.code == Evdev.KEY_ENTER {
+                        if !line.isEmpty { produced &+= 1 }
+                        line.removeAll(keepingCapacity: true)
+                    } else {
+                        let n = xkb_state_key_get_utf8(state, keycode, &buffer, buffer.count)
+                        for index in 0..<Int(max(0, min(n, 15))) { line.append(UInt8(bitPattern: buffer[index])) }
+                    }
+                }
+                xkb_state_update_key(state, keycode, event.value == 1 ? XKB_KEY_DOWN : XKB_KEY_UP)
+            }
+        }
+        let elapsed = MonotonicClock.now() - start
+        if produced != expectedLines { print("warning: xkb per-event decoded \(produced) of \(expectedLines) lines") }
+        return Double(count) / elapsed
+    }
+
+    /// Events per second through `InputEventParser` + `KeystrokeDecoder`, from one in-memory buffer.
+    static func decodeFromMemory(_ bytes: [UInt8], layout: KeyboardLayout, expectedLines: Int) -> Double {
+        var parser = InputEventParser()
+        var decoder = KeystrokeDecoder(layout: layout)
         var count = 0
         var produced = 0
         let start = MonotonicClock.now()
@@ -108,7 +156,9 @@ enum HIDBenchmark {
 
     /// Time from writing the KEY_ENTER press of a scan (everything before it already consumed) to the
     /// pipeline's completion callback for its committed spool record.
-    static func enterToCommit(samples: Int, path: String) -> (median: Double, p99: Double, toSubmit: Double) {
+    static func enterToCommit(
+        samples: Int, layout: KeyboardLayout, path: String
+    ) -> (median: Double, p99: Double, toSubmit: Double) {
         for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) }
         defer { for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: path + suffix) } }
         guard let spool = try? Spool(path: path) else { return (0, 0, 0) }
@@ -135,7 +185,7 @@ enum HIDBenchmark {
         var latencies: [Double] = []
         var decodeLatencies: [Double] = []
         for n in 0..<samples {
-            let events = EventScript.typing("https://s.plings.io/?t=q&i=Lat\(n)x&p=4.2.\(n)", layout: .us) ?? []
+            let events = EventScript.typing("https://s.plings.io/?t=q&i=Lat\(n)x&p=4.2.\(n)", layout: layout) ?? []
             // The last two reports are the Enter press and its release.
             guard
                 let press = events.lastIndex(where: {

@@ -115,6 +115,10 @@ struct CLITests {
         #expect(http.status == 2 && http.stderr.contains("api.url"))
         let missing = try run(["run", "--config", dir.file("nope.json")], dir)
         #expect(missing.status == 2 && missing.stderr.contains("nope.json"))
+        // Issue 12 finding 10: a layout xkb-data does not know is refused at load, with close names.
+        let layout = try run(["run"], dir, env: ["PLINGS_BRIDGE_HID_LAYOUT": "dk(nodeadkey)"])
+        #expect(layout.status == 2)
+        #expect(layout.stderr.contains("hid.layout: layout 'dk' has no variant 'nodeadkey'; close names: nodeadkeys"))
     }
 
     @Test func inspectionOfAMissingSpoolIsEmpty() throws {

@@ -4,6 +4,9 @@ import Foundation
 import Glibc
 import Logging
 import Platform
+import Testing
+
+@testable import HID
 
 /// What a source submits, for a test to wait for (bounded).
 typealias ReadCollector = Collector<Read>
@@ -112,4 +115,23 @@ extension JSONValue {
         if case .array(let items) = self { return items }
         return nil
     }
+}
+
+/// The layouts the tests use most, compiled from xkb-data (a failure to compile is a test failure: the
+/// layout types nothing).
+extension KeyboardLayout {
+    static func xkb(_ name: String) -> KeyboardLayout {
+        do {
+            return try XKBLayouts.layout(name)
+        } catch {
+            Issue.record("cannot compile \(name): \(error)")
+            return HIDSource.emptyLayout
+        }
+    }
+
+    static let us = xkb("us")
+    static let se = xkb("se")
+    static let de = xkb("de")
+    static let uk = xkb("uk")
+    static let fr = xkb("fr")
 }

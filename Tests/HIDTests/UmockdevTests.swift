@@ -169,6 +169,36 @@ struct UmockdevTests {
         #expect(lines.map { $0["raw"] } == [.string(text)])
     }
 
+    /// Three layouts end to end (umockdev node -> real binary -> JSON lines), with key presses and expected
+    /// text from xkb-data (`xkb_golden.py`), not from the product: every printable character, dead keys, Ctrl.
+    @Test(arguments: ["fr", "ch(fr)", "cz"])
+    func xkbGoldenThroughTheRig(_ layout: String) throws {
+        guard let golden = XKBGoldenTests.goldens.first(where: { $0.layout == layout }) else {
+            Issue.record("no golden data for \(layout)")
+            return
+        }
+        let cases =
+            golden.cases.filter { $0.kind == "chars" || $0.kind == "control" }
+            + golden.cases.filter { $0.kind == "dead" }.prefix(40)
+        var events: [InputEvent] = []
+        var time: Int64 = 1_000_000
+        for item in cases {
+            let part = XKBGoldenTests.events(for: item, start: time)
+            time = (part.last?.time).map { Int64($0 * 1_000_000) + 3_000 } ?? time
+            events += part
+        }
+        let dir = TemporaryDirectory("hid-umockdev")
+        defer { dir.remove() }
+        let (lines, result) = try watch(
+            dir, devices: [Self.honeywell6], events: ["/dev/input/event6": events], count: cases.count,
+            config: #"{"hid": {"layout": "\#(layout)"}}"#)
+        #expect(result.status == 0, "\(result.stderr)")
+        let got = lines.map { $0["raw"]?.stringValue ?? "" }
+        let wrong = zip(cases, got).filter { $0.0.text != $0.1 }.map { "\($0.0.strokes): \($0.0.text) != \($0.1)" }
+        #expect(got.count == cases.count && wrong.isEmpty, "\(layout): \(wrong.prefix(10))")
+        #expect(result.stderr.contains("layout=\(layout)"))
+    }
+
     @Test func tabSuffixEndsTheLineAndEnterDoesNot() throws {
         let dir = TemporaryDirectory("hid-umockdev")
         defer { dir.remove() }

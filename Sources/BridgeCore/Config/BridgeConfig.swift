@@ -51,7 +51,9 @@ public struct BridgeConfig: Sendable, Equatable {
     public struct HID: Sendable, Equatable {
         public var enabled = true
         public var grab = true
+        /// An xkb layout (`de`, `de(nodeadkeys)`; `uk` means `gb`) and optional variant, checked at load.
         public var layout = "us"
+        public var variant: String?
         public var suffix: Suffix = .enter
         public var maxLineLength = 4096
         public var interKeyTimeout: Double = 0.5
@@ -70,11 +72,13 @@ public struct BridgeConfig: Sendable, Equatable {
             public var serial: String?
             public var path: String?
             public var layout: String?
+            public var variant: String?
 
             public init(
                 vendor: String? = nil, model: String? = nil, serial: String? = nil, path: String? = nil,
-                layout: String? = nil
+                layout: String? = nil, variant: String? = nil
             ) {
+                self.variant = variant
                 self.vendor = vendor
                 self.model = model
                 self.serial = serial

@@ -41,6 +41,7 @@ public struct ConfigLoader {
         ("hid.enabled", .bool),
         ("hid.grab", .bool),
         ("hid.layout", .string),
+        ("hid.variant", .optionalString),
         ("hid.suffix", .choice(BridgeConfig.HID.Suffix.allCases.map(\.rawValue))),
         ("hid.maxLineLength", .integer(min: 1, max: 65_536)),
         ("hid.interKeyTimeout", .number(min: 0.01, max: 60)),
@@ -302,6 +303,7 @@ public struct ConfigLoader {
                 case "serial": match.serial = text
                 case "path": match.path = text
                 case "layout": match.layout = text
+                case "variant": match.variant = text
                 default: throw ConfigError("\(where_): unknown key '\(key)'")
                 }
             }
@@ -358,6 +360,7 @@ public struct ConfigLoader {
         case "spool.path": config.spool.path = string
         case "spool.synchronous": config.spool.synchronous = string.flatMap(BridgeConfig.Synchronous.init) ?? .full
         case "hid.layout": config.hid.layout = string ?? "us"
+        case "hid.variant": config.hid.variant = string
         case "hid.suffix": config.hid.suffix = string.flatMap(BridgeConfig.HID.Suffix.init) ?? .enter
         case "location.gpsd":
             guard let s = string, HostPort.parse(s) != nil else {

@@ -64,10 +64,10 @@ public enum EventScript {
 
     /// The events for pressing and releasing each keystroke in turn.
     public static func events(
-        for strokes: [Keystroke], layout: KeyboardLayout = .us, modifierStyle: ModifierStyle = .sameReport,
+        for strokes: [Keystroke], layout: KeyboardLayout? = nil, modifierStyle: ModifierStyle = .sameReport,
         altGrStyle: AltGrStyle = .rightAlt, timing: Timing = Timing()
     ) -> [InputEvent] {
-        var writer = Writer(layout: layout, time: timing.start)
+        var writer = Writer(iso: layout?.isISO ?? false, time: timing.start)
         for stroke in strokes {
             var mods: [UInt16] = []
             if stroke.altGr {
@@ -114,18 +114,18 @@ public enum EventScript {
 
     /// Accumulates reports with timestamps.
     private struct Writer {
-        let layout: KeyboardLayout
+        let iso: Bool
         var time: Int64
         var events: [InputEvent] = []
 
-        init(layout: KeyboardLayout, time: Int64) {
-            self.layout = layout
+        init(iso: Bool, time: Int64) {
+            self.iso = iso
             self.time = time
         }
 
         mutating func report(_ codes: [UInt16], value: Int32) {
             for code in codes {
-                if let scan = HIDUsage.scanValue(forKey: code, layout: layout) {
+                if let scan = HIDUsage.scanValue(forKey: code, iso: iso) {
                     add(Evdev.EV_MSC, Evdev.MSC_SCAN, scan)
                 }
                 add(Evdev.EV_KEY, code, value)

@@ -39,7 +39,7 @@ extension KeystrokeDecoder {
         public var interKeyTimeout: Double?
 
         public init(
-            layout: KeyboardLayout = .us, suffix: Suffix = .enter, maxLineLength: Int = 4096,
+            layout: KeyboardLayout, suffix: Suffix = .enter, maxLineLength: Int = 4096,
             interKeyTimeout: Double? = 0.5
         ) {
             self.layout = layout

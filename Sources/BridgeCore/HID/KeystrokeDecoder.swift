@@ -8,18 +8,27 @@
 ///   end of the report. A HID report is a snapshot, so Shift sent in its own report before the key,
 ///   Shift and key in the same report, and even the key before Shift in the same report all work.
 ///   Without `SYN_REPORT` nothing is decoded (every evdev node sends it).
-/// - Modifiers: Left/Right Shift; Right Alt is AltGr; Ctrl+Alt (either side) is AltGr too, as on
-///   Windows, since some scanners send that for AltGr characters and a Ctrl+Alt chord types nothing
-///   otherwise. A key with Ctrl, Left Alt or Meta (and no AltGr) is a shortcut and types nothing
-///   (GS1's GS sent as Ctrl+] is dropped this way).
-/// - CapsLock toggles on press (deferred in order with the report's other presses); an `EV_LED`
-///   `LED_CAPSL` event sets it to the LED state, which is what the host and a caps-compensating
-///   scanner go by. `capsLock` can be initialised from `EVIOCGLED`.
+/// - Modifiers: what each modifier key does comes from the layout (xkb): Shift, AltGr (LevelThree: Right
+///   Alt on most European layouts, plain Alt on `us`), Control. Ctrl+Alt is AltGr too on layouts that
+///   have AltGr, as on Windows, since some scanners send that for AltGr characters.
+/// - Ctrl with a key gives the control character xkb gives (Ctrl+] = GS, the GS1 separator); a Ctrl
+///   chord that yields no control character is a shortcut and types nothing. Alt (not AltGr) with keypad
+///   digits is a Windows Alt code: the decimal number typed while Alt is held becomes one character when
+///   Alt is released (Alt+0029 = GS); with a leading 0, 128...159 follow Windows-1252, otherwise the number
+///   is the Unicode scalar. Alt with any other key, and Meta, are shortcuts and type nothing. Control
+///   characters stay in the line: only the suffix key ends it.
+/// - CapsLock and NumLock toggle on press (deferred in order with the report's other presses) and act as
+///   xkb says (the table has a state per lock); an `EV_LED` `LED_CAPSL`/`LED_NUML` event sets them to the
+///   LED state, which is what the host and a caps-compensating scanner go by. NumLock starts on (scanners
+///   in keypad-emulation mode rely on it), CapsLock off; `capsLock` can be initialised from `EVIOCGLED`.
+/// - Dead keys compose through the layout's `ComposeTable` (the system's compose table, as xkb does):
+///   dead key + a key it combines with gives the composed text, + a key it does not combine with gives the
+///   dead key's spacing form and then that key's character. A dead key still pending at the suffix types
+///   its spacing form.
 /// - Autorepeat (value 2) is ignored: scanners never hold a key, and a release delayed past the
 ///   kernel's repeat delay would otherwise duplicate characters.
 /// - Keys without a character (F-keys, arrows, Esc, Backspace, the other of Enter/Tab) are ignored.
-/// - The suffix ends the line whatever modifiers are held. A dead key still pending at the suffix
-///   is kept as its accent.
+/// - The suffix ends the line whatever modifiers are held.
 /// - Discarding: see `DiscardReason`. After an overlong line or `SYN_DROPPED` the decoder swallows
 ///   characters until the suffix or an inter-key timeout, so the tail of a broken line never comes
 ///   out as a line of its own.
@@ -36,6 +45,8 @@ public struct KeystrokeDecoder: Sendable {
 
     /// Whether CapsLock is on.
     public var capsLock = false
+    /// Whether NumLock is on.
+    public var numLock = true
 
     /// Set by `SYN_DROPPED`: the key state is unknown (held keys were cleared); the I/O layer should
     /// read `EVIOCGKEY` and call `syncHeldKeys(fromBitmap:)`.
@@ -50,25 +61,16 @@ public struct KeystrokeDecoder: Sendable {
         case swallowing
     }
 
-    /// Modifier bits in `modifiers`.
-    private enum Modifier {
-        static let leftCtrl: UInt8 = 1
-        static let rightCtrl: UInt8 = 2
-        static let leftShift: UInt8 = 4
-        static let rightShift: UInt8 = 8
-        static let leftAlt: UInt8 = 16
-        static let rightAlt: UInt8 = 32
-        static let leftMeta: UInt8 = 64
-        static let rightMeta: UInt8 = 128
-        static let ctrl = leftCtrl | rightCtrl
-        static let shift = leftShift | rightShift
-        static let meta = leftMeta | rightMeta
-    }
+    private typealias Role = KeyboardLayout.Role
+    private typealias State = KeyboardLayout.State
 
     /// Presses buffered before a report is flushed anyway (only malformed streams get there).
     private static let maxPressesPerReport = 32
 
     private let table: [UInt32]
+    private let compose: ComposeTable
+    /// `modifiers` (one bit per key of `KeyboardLayout.modifierKeys`) -> the `Role` bits they make together.
+    private let roles: [UInt8]
     private let suffixCode: UInt16
     private let alternateSuffixCode: UInt16
     private let maxLineLength: Int
@@ -81,8 +83,13 @@ public struct KeystrokeDecoder: Sendable {
     private var line: [UInt8] = []
     /// Unicode scalars in `line`.
     private var lineLength = 0
-    /// Accent of a pending dead key, 0 if none.
-    private var deadAccent: UInt32 = 0
+    /// Compose node of the pending dead key(s), 0 if none; `pendingDeads` are their ids, in order.
+    private var composeNode: UInt32 = 0
+    private var pendingDeads: [UInt32] = []
+    /// The Alt code typed so far on the keypad (`altDigits` digits, the first of them 0 if `altLeadingZero`).
+    private var altCode: UInt32 = 0
+    private var altDigits = 0
+    private var altLeadingZero = false
     /// Presses of the current report, decoded at `SYN_REPORT`.
     private var reportPresses: [UInt16] = []
     /// After `SYN_DROPPED`: ignore everything up to and including the next `SYN_REPORT`.
@@ -90,9 +97,12 @@ public struct KeystrokeDecoder: Sendable {
     /// Time of the last key press.
     private var lastPressTime: Double = 0
 
-    public init(configuration: Configuration = Configuration()) {
+    public init(configuration: Configuration) {
         self.configuration = configuration
-        table = configuration.layout.table
+        let layout = configuration.layout
+        table = layout.table
+        compose = layout.compose
+        roles = (0..<256).map { bits in Self.combinedRoles(bits: bits, layout: layout) }
         switch configuration.suffix {
         case .enter:
             suffixCode = Evdev.KEY_ENTER
@@ -110,6 +120,19 @@ public struct KeystrokeDecoder: Sendable {
         }
         line.reserveCapacity(min(maxLineLength, 256) * 2)
         reportPresses.reserveCapacity(Self.maxPressesPerReport)
+    }
+
+    /// What the modifier keys in `bits` do together on `layout`.
+    private static func combinedRoles(bits: Int, layout: KeyboardLayout) -> UInt8 {
+        var role: UInt8 = 0
+        for (index, keyRole) in layout.modifierRoles.enumerated() where bits & (1 << index) != 0 {
+            role |= keyRole
+        }
+        // Ctrl+Alt as AltGr (Windows), only where the layout has an AltGr level at all.
+        if role & Role.control != 0, role & Role.alt != 0, role & Role.level3 == 0, layout.hasLevel3 {
+            role = role & ~(Role.control | Role.alt) | Role.level3
+        }
+        return role
     }
 
     public init(
@@ -133,12 +156,10 @@ public struct KeystrokeDecoder: Sendable {
     public mutating func syncHeldKeys(fromBitmap bitmap: some Sequence<UInt8>) {
         held = HeldKeys(bitmap: bitmap)
         modifiers = 0
-        for code in [
-            Evdev.KEY_LEFTCTRL, Evdev.KEY_RIGHTCTRL, Evdev.KEY_LEFTSHIFT, Evdev.KEY_RIGHTSHIFT,
-            Evdev.KEY_LEFTALT, Evdev.KEY_RIGHTALT, Evdev.KEY_LEFTMETA, Evdev.KEY_RIGHTMETA,
-        ] where held.contains(code) {
+        for code in KeyboardLayout.modifierKeys where held.contains(code) {
             modifiers |= Self.modifierBit(code)
         }
+        resetAltCode()
         needsKeyResync = false
     }
 
@@ -167,6 +188,8 @@ public struct KeystrokeDecoder: Sendable {
         case Evdev.EV_LED:
             if event.code == Evdev.LED_CAPSL {
                 capsLock = event.value != 0
+            } else if event.code == Evdev.LED_NUML {
+                numLock = event.value != 0
             }
         default:
             break
@@ -209,6 +232,8 @@ public struct KeystrokeDecoder: Sendable {
         held.removeAll()
         modifiers = 0
         capsLock = false
+        numLock = true
+        resetAltCode()
         reportPresses.removeAll(keepingCapacity: true)
         skippingToReport = false
         needsKeyResync = false
@@ -216,17 +241,18 @@ public struct KeystrokeDecoder: Sendable {
 
     // MARK: - Event handling
 
+    /// The bit of `modifiers` for a modifier key (the order of `KeyboardLayout.modifierKeys`), 0 for others.
     @inline(__always)
     private static func modifierBit(_ code: UInt16) -> UInt8 {
         switch code {
-        case Evdev.KEY_LEFTCTRL: return Modifier.leftCtrl
-        case Evdev.KEY_RIGHTCTRL: return Modifier.rightCtrl
-        case Evdev.KEY_LEFTSHIFT: return Modifier.leftShift
-        case Evdev.KEY_RIGHTSHIFT: return Modifier.rightShift
-        case Evdev.KEY_LEFTALT: return Modifier.leftAlt
-        case Evdev.KEY_RIGHTALT: return Modifier.rightAlt
-        case Evdev.KEY_LEFTMETA: return Modifier.leftMeta
-        case Evdev.KEY_RIGHTMETA: return Modifier.rightMeta
+        case Evdev.KEY_LEFTCTRL: return 1
+        case Evdev.KEY_RIGHTCTRL: return 2
+        case Evdev.KEY_LEFTSHIFT: return 4
+        case Evdev.KEY_RIGHTSHIFT: return 8
+        case Evdev.KEY_LEFTALT: return 16
+        case Evdev.KEY_RIGHTALT: return 32
+        case Evdev.KEY_LEFTMETA: return 64
+        case Evdev.KEY_RIGHTMETA: return 128
         default: return 0
         }
     }
@@ -235,7 +261,17 @@ public struct KeystrokeDecoder: Sendable {
         switch value {
         case 0:
             held.remove(code)
-            modifiers &= ~Self.modifierBit(code)
+            let bit = Self.modifierBit(code)
+            guard bit != 0 else { return }
+            let altBefore = roles[Int(modifiers)] & Role.alt != 0
+            if altBefore && altDigits > 0 && roles[Int(modifiers & ~bit)] & Role.alt == 0 {
+                // Alt released after keypad digits: the presses of this report came first, then the code.
+                if !reportPresses.isEmpty { flushReport(emit) }
+                modifiers &= ~bit
+                finishAltCode(emit)
+                return
+            }
+            modifiers &= ~bit
         case 1:
             held.insert(code)
             // Any press, modifiers included, proves the scanner is typing; check the gap first.
@@ -277,57 +313,114 @@ public struct KeystrokeDecoder: Sendable {
             capsLock.toggle()
             return
         }
-        guard Int(code) < KeyboardLayout.codeCount else { return }
-        let mods = modifiers
-        let ctrl = mods & Modifier.ctrl != 0
-        let leftAlt = mods & Modifier.leftAlt != 0
-        let altGr = mods & Modifier.rightAlt != 0 || (ctrl && leftAlt)
-        if !altGr && (ctrl || leftAlt) || mods & Modifier.meta != 0 {
+        if code == Evdev.KEY_NUMLOCK {
+            numLock.toggle()
             return
         }
-        let base = Int(code) &* 4
-        let plain = table[base]
-        let invert = capsLock && !altGr && plain & KeyboardLayout.capsFlag != 0
-        let shifted = (mods & Modifier.shift != 0) != invert
-        let entry = table[base | (shifted ? 1 : 0) | (altGr ? 2 : 0)]
-        let scalar = entry & KeyboardLayout.scalarMask
-        guard scalar != 0 else { return }
+        guard Int(code) < KeyboardLayout.codeCount else { return }
+        let role = roles[Int(modifiers)]
+        if role & (Role.alt | Role.meta) != 0 {
+            if role & Role.meta == 0, let digit = KeyboardLayout.keypadDigit(code) {
+                if altDigits == 0 { altLeadingZero = digit == 0 }
+                altDigits &+= 1
+                altCode = min(altCode &* 10 &+ digit, 0x11_0000)
+            }
+            return
+        }
+        let state =
+            role & (State.shift | State.level3 | State.control) | (capsLock ? State.capsLock : 0)
+            | (numLock ? State.numLock : 0)
+        let entry = table[Int(code) &* KeyboardLayout.stateCount &+ Int(state)]
+        guard entry != 0 else { return }
         if entry & KeyboardLayout.deadFlag != 0 {
-            typeDeadKey(scalar, emit)
+            typeDeadKey(entry & KeyboardLayout.scalarMask, emit)
         } else {
-            typeCharacter(scalar, emit)
+            typeCharacter(entry, emit)
         }
     }
+
+    private mutating func resetAltCode() {
+        altCode = 0
+        altDigits = 0
+        altLeadingZero = false
+    }
+
+    /// Types the character of a finished Alt code; NUL and values that are no Unicode scalar type nothing.
+    private mutating func finishAltCode(_ emit: (Output) -> Void) {
+        var value = altCode
+        if altLeadingZero, (0x80...0x9F).contains(value) {
+            value = Self.windows1252[Int(value - 0x80)]
+        }
+        resetAltCode()
+        guard value != 0, Unicode.Scalar(value) != nil else { return }
+        typeCharacter(value, emit)
+    }
+
+    /// Windows-1252 bytes 0x80...0x9F as Unicode (the five unassigned bytes map to the C1 controls, as Windows
+    /// does).
+    private static let windows1252: [UInt32] = [
+        0x20AC, 0x81, 0x201A, 0x192, 0x201E, 0x2026, 0x2020, 0x2021, 0x2C6, 0x2030, 0x160, 0x2039, 0x152, 0x8D,
+        0x17D, 0x8F, 0x90, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014, 0x2DC, 0x2122, 0x161, 0x203A,
+        0x153, 0x9D, 0x17E, 0x178,
+    ]
 
     // MARK: - Line building
 
     @inline(__always)
     private mutating func typeCharacter(_ scalar: UInt32, _ emit: (Output) -> Void) {
-        if deadAccent != 0 {
-            let accent = deadAccent
-            deadAccent = 0
-            let (first, second) = DeadKeyComposer.compose(accent: accent, next: scalar)
-            append(first, emit)
-            if let second {
-                append(second, emit)
-            }
+        if composeNode != 0 {
+            composeCharacter(scalar, emit)
         } else {
             append(scalar, emit)
         }
     }
 
-    private mutating func typeDeadKey(_ accent: UInt32, _ emit: (Output) -> Void) {
-        guard phase != .swallowing else { return }
-        if deadAccent != 0 {
-            // Two dead keys in a row: both accents, literally (Windows behaviour).
-            let pending = deadAccent
-            deadAccent = 0
-            append(pending, emit)
-            append(accent, emit)
-            return
+    /// A character after dead keys: the composed text, or the dead keys' spacing forms and the character.
+    private mutating func composeCharacter(_ scalar: UInt32, _ emit: (Output) -> Void) {
+        if case .text(let text)? = compose.step(node: composeNode, symbol: scalar) {
+            clearCompose()
+            for value in text { append(value, emit) }
+        } else {
+            typePendingDeads(emit)
+            append(scalar, emit)
         }
-        deadAccent = accent
+    }
+
+    private mutating func typeDeadKey(_ id: UInt32, _ emit: (Output) -> Void) {
+        guard phase != .swallowing else { return }
+        if composeNode != 0 {
+            switch compose.step(node: composeNode, symbol: ComposeTable.deadSymbol | id) {
+            case .node(let next)?:
+                composeNode = next
+                pendingDeads.append(id)
+                return
+            case .text(let text)?:
+                clearCompose()
+                for value in text { append(value, emit) }
+                return
+            case nil:
+                // Does not combine: the pending ones type their spacing forms, this one starts anew.
+                typePendingDeads(emit)
+                guard phase != .swallowing else { return }
+            }
+        }
+        composeNode = id
+        pendingDeads.append(id)
         phase = .collecting
+    }
+
+    /// Types the spacing forms of the pending dead keys and ends the compose sequence.
+    private mutating func typePendingDeads(_ emit: (Output) -> Void) {
+        let deads = pendingDeads
+        clearCompose()
+        for id in deads where Int(id) < compose.spacing.count {
+            for value in compose.spacing[Int(id)] { append(value, emit) }
+        }
+    }
+
+    private mutating func clearCompose() {
+        composeNode = 0
+        pendingDeads.removeAll(keepingCapacity: true)
     }
 
     @inline(__always)
@@ -356,10 +449,8 @@ public struct KeystrokeDecoder: Sendable {
     }
 
     private mutating func endLine(_ emit: (Output) -> Void) {
-        if phase == .collecting && deadAccent != 0 {
-            let accent = deadAccent
-            deadAccent = 0
-            append(accent, emit)
+        if phase == .collecting && composeNode != 0 {
+            typePendingDeads(emit)
         }
         if phase == .collecting && lineLength > 0 {
             emit(.line(String(decoding: line, as: UTF8.self)))
@@ -393,7 +484,7 @@ public struct KeystrokeDecoder: Sendable {
     private mutating func resetLine() {
         line.removeAll(keepingCapacity: true)
         lineLength = 0
-        deadAccent = 0
+        clearCompose()
         phase = .idle
     }
 }

@@ -1,3 +1,5 @@
+import BridgeTestSupport
+
 @testable import BridgeCore
 
 // In-memory tags and helpers for the NFC tests. Names carry an `NFC`/`Fake` prefix so they cannot

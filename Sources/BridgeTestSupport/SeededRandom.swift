@@ -1,13 +1,13 @@
 /// SplitMix64: the one small deterministic generator of the robustness loops in these tests, so that a
 /// failure reproduces from its seed.
-struct SeededRandom: RandomNumberGenerator {
-    var state: UInt64
+public struct SeededRandom: RandomNumberGenerator {
+    public var state: UInt64
 
-    init(seed: UInt64) {
+    public init(seed: UInt64) {
         state = seed
     }
 
-    mutating func next() -> UInt64 {
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -16,11 +16,11 @@ struct SeededRandom: RandomNumberGenerator {
     }
 
     /// A value in `0..<bound`.
-    mutating func below(_ bound: Int) -> Int {
+    public mutating func below(_ bound: Int) -> Int {
         Int(next() % UInt64(bound))
     }
 
-    mutating func bytes(_ count: Int) -> [UInt8] {
+    public mutating func bytes(_ count: Int) -> [UInt8] {
         (0..<count).map { _ in UInt8(truncatingIfNeeded: next()) }
     }
 }
