@@ -53,7 +53,7 @@ public final class BridgeService: Sendable {
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
             fixProvider: fixProvider, debounce: BridgeService.debounceWindows(config), logger: logger,
             onCommitted: { _ in delivery.wake() }, timeSource: { gps?.readTime(now: $0) ?? $0 })
-        let sources = SourceSet(config: config, logger: logger, submit: { pipeline.submit($0) })
+        let sources = SourceSet(config: config, logger: logger, submit: { pipeline.submit($0) }, pipeline: pipeline)
         let retention = PeriodicThread(name: "retention", interval: 3600) { [self] in pruneDelivered(spool) }
         let reporter = StatusReporter(
             statusPath: settings.statusPath, metricsPath: config.metrics.textfile,

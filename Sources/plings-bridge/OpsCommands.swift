@@ -165,6 +165,13 @@ extension CLI {
         if case .array(let sources)? = json["sources"] {
             for source in sources {
                 print("source \(source["kind"]?.stringValue ?? "?"): \(source["state"]?.stringValue ?? "?")")
+                if let feedback = source["feedback"] {
+                    var line = "  reader feedback: \(feedback["sent"]?.intValue ?? 0) sent, "
+                    line += "\(feedback["tagGone"]?.intValue ?? 0) after the tag left, "
+                    line += "\(feedback["refused"]?.intValue ?? 0) refused"
+                    if let problem = feedback["lastProblem"]?.stringValue { line += " (last: \(problem))" }
+                    print(line)
+                }
             }
         }
         if case .object(let reads)? = json["lastReads"] {
