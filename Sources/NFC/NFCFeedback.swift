@@ -16,6 +16,8 @@ public struct NFCFeedbackCounters: Sendable, Equatable {
     /// The last refusal, one line.
     public var lastProblem: String?
 
+    public init() {}
+
     /// The counters as a JSON object for `status.json`.
     public var json: JSONValue {
         .object([

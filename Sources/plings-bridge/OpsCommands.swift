@@ -61,6 +61,7 @@ extension CLI {
             ]
         }
         let readers = listing.readers.filter { NFCSource.matches($0.name, patterns: config.nfc.readers) }
+        let drivers = NFCDriverChecks.checks(readers: readers.map(\.name), config: config.nfc)
         let pcscd = DoctorCheck("pcscd", .ok, "pcscd reachable")
         if readers.isEmpty {
             return [
@@ -71,12 +72,12 @@ extension CLI {
                     fix:
                         "plug in a PC/SC reader (ACR122U: blacklist pn533/nfc, see docs/operations.md); `plings-bridge readers`"
                 ),
-            ]
+            ] + drivers
         }
         return [
             pcscd,
             DoctorCheck("readers", .ok, "\(readers.count) reader(s): " + readers.map(\.name).joined(separator: ", ")),
-        ]
+        ] + drivers
     }
 
     func scannersCheck(_ config: BridgeConfig) -> DoctorCheck {

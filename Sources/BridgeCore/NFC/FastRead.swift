@@ -146,3 +146,20 @@ public enum FastReadUse: Sendable, Equatable {
     /// the pass-through itself (then it is not tried again on that reader).
     case fellBack(reason: String, readerRefused: Bool)
 }
+
+extension FastReadUse {
+    /// `notTried`, `used` or `fellBack`, for JSON output.
+    public var code: String {
+        switch self {
+        case .notTried: return "notTried"
+        case .used: return "used"
+        case .fellBack: return "fellBack"
+        }
+    }
+
+    /// Why the fast read fell back, if it did.
+    public var fallbackReason: String? {
+        if case .fellBack(let reason, _) = self { return reason }
+        return nil
+    }
+}

@@ -58,6 +58,24 @@ public enum ReaderProfile: String, Sendable, Equatable, CaseIterable, CustomStri
     /// Whether the detect beep can be silenced (`FF 00 52 00 00`, or the ACR1252U behaviour byte).
     public var canSilenceDetectBeep: Bool { self == .acr122u || self == .acr1252u }
 
+    /// What the profile supports, for `readers` and `test-read`: "feedback: LED/buzzer pseudo-APDU; fast read:
+    /// PN533 InCommunicateThru", or "no feedback, no fast read".
+    public var capabilities: String {
+        let feedbackText: String
+        switch feedback {
+        case .ledBuzzerAPDU: feedbackText = "feedback: LED/buzzer pseudo-APDU"
+        case .escape: feedbackText = "feedback: escape commands (SCardControl)"
+        case nil: feedbackText = "no feedback"
+        }
+        let fastText: String
+        switch fastRead {
+        case .inCommunicateThru: fastText = "fast read: PN533 InCommunicateThru"
+        case .transparentSession: fastText = "fast read: PC/SC Part 3 transparent session"
+        case nil: fastText = "no fast read"
+        }
+        return feedback == nil && fastRead == nil ? "\(feedbackText), \(fastText)" : "\(feedbackText); \(fastText)"
+    }
+
     /// The profile a reader name implies, without configuration: `plain` for an unknown reader.
     ///
     /// pcsc-lite names readers `<USB product name> <interface> <slot>`; ACS readers appear as "ACS ACR122U PICC
