@@ -105,7 +105,7 @@ extension NFCRigTests {
             let data = NDEF.hex(NDEF.tlv(NDEF.uri(NDEF.plingsURL)))
             let (good, _) = try harness.tap("ntag213", uid: uid, data)
             #expect(good.result?.fastRead == .used)
-            for fault in ["thru_short", "thru_garbage", "thru_sw"] {
+            for fault in ["thru_short", "thru_garbage"] {
                 let (event, apdus) = try harness.tap("ntag213", uid: uid, data, "fault=\(fault)")
                 #expect(event.read?.raw == NDEF.plingsURL, "\(fault): \(event.error ?? "")")
                 guard case .fellBack? = event.result?.fastRead else {
@@ -116,6 +116,17 @@ extension NFCRigTests {
             }
             let (again, _) = try harness.tap("ntag213", uid: uid, data)
             #expect(again.result?.fastRead == .used)
+            // A refusal of the pass-through itself is remembered: READ BINARY from then on.
+            let (refused, _) = try harness.tap("ntag213", uid: uid, data, "fault=thru_sw")
+            #expect(refused.read?.raw == NDEF.plingsURL)
+            guard case .fellBack(_, true)? = refused.result?.fastRead else {
+                Issue.record("thru_sw: \(String(describing: refused.result?.fastRead))")
+                return
+            }
+            let (after, apdus) = try harness.tap("ntag213", uid: uid, data)
+            #expect(after.read?.raw == NDEF.plingsURL)
+            #expect(after.result?.fastRead == .notTried)
+            #expect(!apdus.contains { $0.hasPrefix("FF000000") || $0.hasPrefix("FFC2") })
         }
 
         // MARK: feedback

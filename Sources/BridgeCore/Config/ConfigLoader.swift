@@ -184,8 +184,10 @@ public struct ConfigLoader {
                 members.append(("accuracy", .number(accuracy)))
             }
             value = .object(members)
-        case .scannerMatches, .readerProfiles:
-            throw ConfigError("\(origin): this list can only be set in the config file")
+        case .scannerMatches:
+            throw ConfigError("\(origin): scanner matches can only be set in the config file")
+        case .readerProfiles:
+            throw ConfigError("\(origin): reader profiles can only be set in the config file")
         }
         try set(path, kind: kind, value: value, origin: origin)
     }

@@ -104,6 +104,11 @@ public enum FastRead {
         while index < bytes.count {
             let tag = bytes[index]
             index += 1
+            if tag & 0x1F == 0x1F {
+                // A multi-byte BER tag (e.g. 5F 46): its later bytes have bit 8 set until the last one.
+                while index < bytes.count && bytes[index] & 0x80 != 0 { index += 1 }
+                index += 1
+            }
             guard index < bytes.count else { return .failure(Failure("TLV \(NFCHex.byte(tag)) has no length")) }
             var length = Int(bytes[index])
             index += 1
