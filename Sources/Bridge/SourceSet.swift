@@ -66,7 +66,9 @@ public final class SourceSet: Service {
     }
 
     /// Submits to the pipeline and reports the commit in the NFC source's terms.
-    public static func committer(_ pipeline: Pipeline) -> @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void {
+    public static func committer(_ pipeline: Pipeline)
+        -> @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
+    {
         { read, done in
             pipeline.submit(read) { outcome in
                 switch outcome {

@@ -71,7 +71,7 @@ public final class NFCRig: @unchecked Sendable {
     }
 
     /// The feedback commands (`FF 00 40`, `FF 00 52`) the reader received since its last tap, with the
-    /// CLOCK_MONOTONIC second each arrived (the same clock as `NFCClock`).
+    /// CLOCK_MONOTONIC second each arrived (the same clock as `MonotonicClock`).
     public func feedback(_ reader: Int = 0) throws -> [(time: Double, apdu: String)] {
         let words = try send("feedback \(reader)").split(separator: " ").dropFirst(2)
         return words.compactMap { word in

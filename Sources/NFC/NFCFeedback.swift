@@ -1,7 +1,7 @@
 import BridgeCore
 import Foundation
 import Logging
-import Synchronization
+import Platform
 
 /// Feedback counters for `status`: what became of the beep/LED commands and detect-beep silencing.
 public struct NFCFeedbackCounters: Sendable, Equatable {
@@ -50,8 +50,8 @@ final class NFCFeedback: Sendable {
         var counters = NFCFeedbackCounters()
     }
 
-    private let state = Mutex(State())
-    private let wakeup = NSCondition()
+    /// The queue and counters; its condition wakes the feedback thread and `stop()`.
+    private let state = Monitor(State())
     private let logger: Logger
 
     init(logger: Logger) {
@@ -62,7 +62,7 @@ final class NFCFeedback: Sendable {
 
     /// Queues a job; starts the thread on first use.
     func enqueue(_ job: Job) {
-        let start = state.withLock { s -> Bool in
+        let start = state.update { s -> Bool in
             guard !s.stopping else { return false }
             s.jobs.append(job)
             defer { s.started = true }
@@ -73,26 +73,18 @@ final class NFCFeedback: Sendable {
             thread.name = "nfc-feedback"
             thread.start()
         }
-        wakeup.lock()
-        wakeup.signal()
-        wakeup.unlock()
     }
 
-    /// Ends the thread after the job in progress (queued jobs are dropped: the service is stopping).
+    /// Ends the thread after the job in progress (queued jobs are dropped: the service is stopping); waits at
+    /// most 2 s (an ACR122U answers its LED command only when the blinking is over).
     func stop() {
-        let running = state.withLock { s -> Bool in
+        let running = state.update { s -> Bool in
             s.stopping = true
             s.jobs = []
             return s.started && !s.finished
         }
         guard running else { return }
-        let deadline = Date().addingTimeInterval(2)
-        wakeup.lock()
-        wakeup.broadcast()
-        while !state.withLock({ $0.finished }) && Date() < deadline {
-            _ = wakeup.wait(until: deadline)
-        }
-        wakeup.unlock()
+        state.wait(until: MonotonicClock.deadline(after: 2)) { $0.finished }
     }
 
     private func run() {
@@ -100,26 +92,16 @@ final class NFCFeedback: Sendable {
         var runners: [String: FeedbackRunner] = [:]
         defer {
             context?.release()
-            state.withLock { $0.finished = true }
-            wakeup.lock()
-            wakeup.broadcast()
-            wakeup.unlock()
+            state.update { $0.finished = true }
         }
         while true {
-            wakeup.lock()
             var next: Job?
-            while true {
-                let (job, stopping) = state.withLock { s -> (Job?, Bool) in
-                    (s.jobs.isEmpty ? nil : s.jobs.removeFirst(), s.stopping)
-                }
-                if stopping { break }
-                if let job {
-                    next = job
-                    break
-                }
-                wakeup.wait()
+            state.wait { s in
+                if s.stopping { return true }
+                guard !s.jobs.isEmpty else { return false }
+                next = s.jobs.removeFirst()
+                return true
             }
-            wakeup.unlock()
             guard let job = next else { return }
             if context == nil { context = try? PCSCContext.establish() }
             guard let live = context else {
@@ -150,7 +132,8 @@ final class NFCFeedback: Sendable {
             case .sent: s.counters.sent += 1
             case .skipped: break
             case .tagGone: s.counters.tagGone += 1
-            case .refused(let reason): s.counters.refused += 1
+            case .refused(let reason):
+                s.counters.refused += 1
                 s.counters.lastProblem = "\(job.reader): \(reason)"
             }
         }
@@ -178,7 +161,8 @@ final class NFCFeedback: Sendable {
                 [("reader", job.reader)])
         case .refused(let reason):
             logger.warn(
-                "NFC reader detect beep not turned off: the reader refused", [("reader", job.reader), ("error", reason)])
+                "NFC reader detect beep not turned off: the reader refused",
+                [("reader", job.reader), ("error", reason)])
         }
     }
 }
@@ -200,8 +184,9 @@ struct PCSCControlChannel: ReaderControlChannel {
 
     mutating func transmit(_ apdu: [UInt8]) throws(CardTransportError) -> [UInt8] {
         do throws(PCSCError) {
-            if card == nil { card = try context.connect(reader: reader) }
-            return try card!.transmit(apdu)
+            let connected = try card ?? context.connect(reader: reader)
+            card = connected
+            return try connected.transmit(apdu)
         } catch {
             throw map(error)
         }
@@ -209,8 +194,9 @@ struct PCSCControlChannel: ReaderControlChannel {
 
     mutating func control(code: UInt32, _ command: [UInt8]) throws(CardTransportError) -> [UInt8] {
         do throws(PCSCError) {
-            if direct == nil { direct = try context.connect(reader: reader, direct: true) }
-            return try direct!.control(code: code, command)
+            let connected = try direct ?? context.connect(reader: reader, direct: true)
+            direct = connected
+            return try connected.control(code: code, command)
         } catch {
             throw map(error)
         }

@@ -98,7 +98,8 @@ enum NFCBenchmark {
         let d = String(format: "%g", delay)
         rows += [
             BenchRow(
-                metric: "USB reader model (\(d) ms per exchange): tap to committed, ACR122U profile, fast read (median)",
+                metric:
+                    "USB reader model (\(d) ms per exchange): tap to committed, ACR122U profile, fast read (median)",
                 ours: median(fast.latencies), baseline: delayedBaseline, unit: "ms",
                 goal: "ratio <= 0.5 (baseline: pyscard, READ BINARY sequence, same delayed reader, prints the URL)",
                 higherIsBetter: false),
@@ -116,7 +117,9 @@ enum NFCBenchmark {
                 higherIsBetter: false),
         ]
         if fast.feedbackSent < fast.latencies.count {
-            print("nfc: \(fast.latencies.count - fast.feedbackSent) of \(fast.latencies.count) feedback commands not sent")
+            print(
+                "nfc: \(fast.latencies.count - fast.feedbackSent) of \(fast.latencies.count) feedback commands not sent"
+            )
         }
         if let cpu = ours.idleCPU {
             rows.append(

@@ -77,7 +77,7 @@ final class NFCHarness: @unchecked Sendable {
             committer = { read, done in
                 reads.append(read)
                 pipeline.submit(read) { outcome in
-                    commits.append(NFCClock.now())
+                    commits.append(MonotonicClock.now())
                     hook.call()
                     switch outcome {
                     case .accepted(let scan): done(.committed(pending: scan.state == .pending))

@@ -121,7 +121,8 @@ public enum FastRead {
                 return .failure(Failure("TLV length form \(NFCHex.byte(UInt8(length))) not supported"))
             }
             guard length <= bytes.count - index else {
-                return .failure(Failure("TLV \(NFCHex.byte(tag)) declares \(length) bytes, \(bytes.count - index) left"))
+                return .failure(
+                    Failure("TLV \(NFCHex.byte(tag)) declares \(length) bytes, \(bytes.count - index) left"))
             }
             let value = Array(bytes[index..<(index + length)])
             index += length

@@ -39,7 +39,8 @@ public enum ReaderDriverFacts {
                 fix: fix)
         }
         return DoctorCheck(
-            "pn533", .ok, moduleLoaded ? "pn533_usb loaded but holds no reader" : "kernel NFC driver (pn533) not loaded")
+            "pn533", .ok, moduleLoaded ? "pn533_usb loaded but holds no reader" : "kernel NFC driver (pn533) not loaded"
+        )
     }
 
     /// The doctor check for escape commands: `readers` are the attached readers whose profile sends escapes
@@ -52,14 +53,19 @@ public enum ReaderDriverFacts {
             return DoctorCheck("reader escapes", .skip, "no attached reader needs escape commands")
         }
         let names = readers.joined(separator: ", ")
-        if acsccid { return DoctorCheck("reader escapes", .ok, "ACS acsccid driver installed: escapes allowed for \(names)") }
+        if acsccid {
+            return DoctorCheck("reader escapes", .ok, "ACS acsccid driver installed: escapes allowed for \(names)")
+        }
         guard let options = libccidOptions else {
             return DoctorCheck(
-                "reader escapes", .warn, "cannot read ifdDriverOptions from \(plistPath): feedback on \(names) may be refused",
+                "reader escapes", .warn,
+                "cannot read ifdDriverOptions from \(plistPath): feedback on \(names) may be refused",
                 fix: "check that libccid is installed (apt-get install libccid)")
         }
         if options & exchangeAuthorized != 0 {
-            return DoctorCheck("reader escapes", .ok, "libccid allows escape commands (ifdDriverOptions 0x\(String(options, radix: 16)))")
+            return DoctorCheck(
+                "reader escapes", .ok,
+                "libccid allows escape commands (ifdDriverOptions 0x\(String(options, radix: 16)))")
         }
         return DoctorCheck(
             "reader escapes", .warn,

@@ -106,7 +106,9 @@ public enum ReaderCommands {
     public static let acr1252uReadBehaviour: [UInt8] = [0xE0, 0x00, 0x00, 0x21, 0x00]
 
     /// "Set LED and Buzzer Status Indicator Behavior": `E0 00 00 21 01 bb`.
-    public static func acr1252uSetBehaviour(_ behaviour: UInt8) -> [UInt8] { [0xE0, 0x00, 0x00, 0x21, 0x01, behaviour] }
+    public static func acr1252uSetBehaviour(_ behaviour: UInt8) -> [UInt8] {
+        [0xE0, 0x00, 0x00, 0x21, 0x01, behaviour]
+    }
 
     /// Bit 3 of the behaviour byte: "Card Insertion and Removal Events Buzzer".
     public static let acr1252uInsertionBeepBit: UInt8 = 0x08

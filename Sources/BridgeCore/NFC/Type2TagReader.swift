@@ -236,7 +236,8 @@ struct Type2TagReader<Transport: CardTransport> {
         }
         switch parsed {
         case .success(let data): return data
-        case .failure(let failure): throw .fast(FastRead.Failure("\(name): \(failure.reason)", readerRefused: failure.readerRefused))
+        case .failure(let failure):
+            throw .fast(FastRead.Failure("\(name): \(failure.reason)", readerRefused: failure.readerRefused))
         }
     }
 

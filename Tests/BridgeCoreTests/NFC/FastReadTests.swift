@@ -134,7 +134,10 @@ struct FakePassThroughTag: CardTransport {
         var tag = FakePassThroughTag(.ntag213(data: Self.tlv(Self.uriRecord(Self.plingsURL))), style: .refusing)
         let result = try Self.read(&tag, .inCommunicateThru)
         #expect(result.uri == Self.plingsURL)
-        #expect(result.fastRead == .fellBack(reason: "FAST_READ pages 3-39: reader answered 6E00 to the pass-through", readerRefused: true))
+        #expect(
+            result.fastRead
+                == .fellBack(
+                    reason: "FAST_READ pages 3-39: reader answered 6E00 to the pass-through", readerRefused: true))
         #expect(result.apduCount == 2 + 5 - 1)  // UID, refused FAST_READ, then READ BINARY's 4 reads
         var part3 = FakePassThroughTag(.ntag213(data: Self.tlv(Self.uriRecord(Self.plingsURL))), style: .refusing)
         let viaPart3 = try Self.read(&part3, .transparentSession)
@@ -146,7 +149,8 @@ struct FakePassThroughTag: CardTransport {
     func smallTagNAK() throws {
         // MIFARE Ultralight EV1 MF0UL11: 20 pages, 48-byte area.
         var tag = FakePassThroughTag(
-            .image(cc: [0xE1, 0x10, 0x06, 0x00], data: Self.tlv(Self.uriRecord("https://s.plings.io/?t=n")), pages: 20),
+            .image(
+                cc: [0xE1, 0x10, 0x06, 0x00], data: Self.tlv(Self.uriRecord("https://s.plings.io/?t=n")), pages: 20),
             style: .acr122u)
         let result = try Self.read(&tag, .inCommunicateThru)
         #expect(result.uri == "https://s.plings.io/?t=n")
@@ -221,16 +225,27 @@ struct FakePassThroughTag: CardTransport {
 
     @Test("reply parsers check every length")
     func parsers() throws {
-        #expect(try FastRead.parseInCommunicateThru([0xD5, 0x43, 0x00, 1, 2, 3, 4, 0x90, 0x00], expected: 4).get() == [1, 2, 3, 4])
+        #expect(
+            try FastRead.parseInCommunicateThru([0xD5, 0x43, 0x00, 1, 2, 3, 4, 0x90, 0x00], expected: 4).get() == [
+                1, 2, 3, 4,
+            ])
         #expect(throws: FastRead.Failure.self) { try FastRead.parseInCommunicateThru([0x90], expected: 0).get() }
-        #expect(throws: FastRead.Failure.self) { try FastRead.parseInCommunicateThru([0xD5, 0x43, 0x90, 0x00], expected: 0).get() }
+        #expect(throws: FastRead.Failure.self) {
+            try FastRead.parseInCommunicateThru([0xD5, 0x43, 0x90, 0x00], expected: 0).get()
+        }
         let reply: [UInt8] = [0xC0, 0x03, 0x00, 0x90, 0x00, 0x96, 0x02, 0x00, 0x00, 0x97, 0x02, 0xAB, 0xCD, 0x90, 0x00]
         #expect(try FastRead.parseTransceiveReply(reply, expected: 2).get() == [0xAB, 0xCD])
         #expect(throws: FastRead.Failure.self) { try FastRead.parseTransceiveReply(reply, expected: 3).get() }
         #expect(throws: FastRead.Failure.self) {
             try FastRead.parseTransceiveReply([0xC0, 0x03, 0x00, 0x90, 0x97, 0x90, 0x00], expected: 0).get()
         }
-        #expect(FastRead.inCommunicateThru(FastRead.tagCommand(start: 4, end: 7)) == [0xFF, 0x00, 0x00, 0x00, 0x05, 0xD4, 0x42, 0x3A, 0x04, 0x07])
-        #expect(FastRead.transceive(FastRead.tagCommand(start: 4, end: 7)) == [0xFF, 0xC2, 0x00, 0x01, 0x05, 0x95, 0x03, 0x3A, 0x04, 0x07])
+        #expect(
+            FastRead.inCommunicateThru(FastRead.tagCommand(start: 4, end: 7)) == [
+                0xFF, 0x00, 0x00, 0x00, 0x05, 0xD4, 0x42, 0x3A, 0x04, 0x07,
+            ])
+        #expect(
+            FastRead.transceive(FastRead.tagCommand(start: 4, end: 7)) == [
+                0xFF, 0xC2, 0x00, 0x01, 0x05, 0x95, 0x03, 0x3A, 0x04, 0x07,
+            ])
     }
 }

@@ -66,7 +66,8 @@ struct RecordingChannel: ReaderControlChannel {
     func acr122uSend() {
         var runner = FeedbackRunner()
         var channel = RecordingChannel(apduReply: [0x90, 0x02])
-        let delivery = runner.send(.init(led: .green, beeps: 1, milliseconds: 100), profile: .acr122u, channel: &channel)
+        let delivery = runner.send(
+            .init(led: .green, beeps: 1, milliseconds: 100), profile: .acr122u, channel: &channel)
         #expect(delivery == .sent)
         #expect(channel.transmitted == [[0xFF, 0x00, 0x40, 0xA0, 0x04, 0x01, 0x01, 0x01, 0x01]])
         #expect(channel.controls.isEmpty)
@@ -76,7 +77,8 @@ struct RecordingChannel: ReaderControlChannel {
             runner.send(.init(led: .red, beeps: 1, milliseconds: 100), profile: .acr122u, channel: &refusing)
                 == .refused("reader answered 63 00 to FF 00 40 50"))
         var gone = RecordingChannel(tagPresent: false)
-        #expect(runner.send(.init(led: .red, beeps: 1, milliseconds: 100), profile: .acr122u, channel: &gone) == .tagGone)
+        #expect(
+            runner.send(.init(led: .red, beeps: 1, milliseconds: 100), profile: .acr122u, channel: &gone) == .tagGone)
     }
 
     @Test("plain, Omnikey and Identiv profiles send nothing; an off pattern sends nothing")
@@ -84,7 +86,9 @@ struct RecordingChannel: ReaderControlChannel {
         var runner = FeedbackRunner()
         for profile in [ReaderProfile.plain, .omnikey, .identiv] {
             var channel = RecordingChannel()
-            #expect(runner.send(.init(led: .green, beeps: 1, milliseconds: 100), profile: profile, channel: &channel) == .skipped)
+            #expect(
+                runner.send(.init(led: .green, beeps: 1, milliseconds: 100), profile: profile, channel: &channel)
+                    == .skipped)
             #expect(channel.transmitted.isEmpty && channel.controls.isEmpty)
         }
         var channel = RecordingChannel()
@@ -176,7 +180,9 @@ struct RecordingChannel: ReaderControlChannel {
     @Test("profiles: recognised by PC/SC reader name; nfc.profiles substrings first, first match wins")
     func profiles() {
         #expect(ReaderProfile.recognize(readerName: "ACS ACR122U PICC Interface 00 00") == .acr122u)
-        #expect(ReaderProfile.recognize(readerName: "ACS ACR1252 1S CL Reader [ACR1252 1S CL Reader(1)] 00 00") == .acr1252u)
+        #expect(
+            ReaderProfile.recognize(readerName: "ACS ACR1252 1S CL Reader [ACR1252 1S CL Reader(1)] 00 00") == .acr1252u
+        )
         #expect(ReaderProfile.recognize(readerName: "ACS ACR1255U-J1 PICC Reader 00 00") == .acr1252u)
         #expect(ReaderProfile.recognize(readerName: "ACS ACM1252U-Z2 PICC 00 00") == .acr1252u)
         #expect(
@@ -193,8 +199,11 @@ struct RecordingChannel: ReaderControlChannel {
         #expect(ReaderProfile.resolve(readerName: "Virtual PCD 00 00", rules: rules) == .acr122u)
         #expect(ReaderProfile.resolve(readerName: "Virtual PCD 00 01", rules: rules) == .omnikey)
         #expect(ReaderProfile.resolve(readerName: "ACS ACR122U PICC Interface 00 00", rules: rules) == .acr122u)
-        #expect(ReaderProfile.resolve(readerName: "ACS ACR122U", rules: [.init(reader: "ACR122", profile: .plain)]) == .plain)
-        #expect(ReaderProfile.acr122u.feedback == .ledBuzzerAPDU && ReaderProfile.acr122u.fastRead == .inCommunicateThru)
+        #expect(
+            ReaderProfile.resolve(readerName: "ACS ACR122U", rules: [.init(reader: "ACR122", profile: .plain)])
+                == .plain)
+        #expect(
+            ReaderProfile.acr122u.feedback == .ledBuzzerAPDU && ReaderProfile.acr122u.fastRead == .inCommunicateThru)
         #expect(ReaderProfile.plain.feedback == nil && ReaderProfile.plain.fastRead == nil)
     }
 
@@ -223,12 +232,18 @@ struct RecordingChannel: ReaderControlChannel {
                 #"{"nfc":{"profiles":[{"reader":"X","profile":"acr999"}]}}"#,
                 "config key 'nfc.profiles' in f[0].profile: expected one of acr122u, acr1252u, omnikey, identiv, plain"
             ),
-            (#"{"nfc":{"profiles":[{"profile":"plain"}]}}"#,
-             "config key 'nfc.profiles' in f[0].reader: expected a non-empty substring of a reader name"),
-            (#"{"nfc":{"profiles":[{"reader":"X","profile":"plain","beep":1}]}}"#,
-             "config key 'nfc.profiles' in f[0]: unknown key 'beep'"),
-            (#"{"nfc":{"feedback":{"accepted":"green 1x50"}}}"#,
-             "config key 'nfc.feedback.accepted' in f: the duration must be 100...2500 ms in steps of 100, got 50"),
+            (
+                #"{"nfc":{"profiles":[{"profile":"plain"}]}}"#,
+                "config key 'nfc.profiles' in f[0].reader: expected a non-empty substring of a reader name"
+            ),
+            (
+                #"{"nfc":{"profiles":[{"reader":"X","profile":"plain","beep":1}]}}"#,
+                "config key 'nfc.profiles' in f[0]: unknown key 'beep'"
+            ),
+            (
+                #"{"nfc":{"feedback":{"accepted":"green 1x50"}}}"#,
+                "config key 'nfc.feedback.accepted' in f: the duration must be 100...2500 ms in steps of 100, got 50"
+            ),
         ] {
             var fresh = ConfigLoader()
             #expect(throws: ConfigError(message)) { try fresh.applyFile(Array(json.utf8), origin: "f") }
@@ -246,19 +261,28 @@ struct RecordingChannel: ReaderControlChannel {
             \t0x01: DRIVER_OPTION_CCID_EXCHANGE_AUTHORIZED
             """
         #expect(ReaderDriverFacts.ifdDriverOptions(plist: plist) == 0)
-        #expect(ReaderDriverFacts.ifdDriverOptions(plist: plist.replacingOccurrences(of: "0x0000", with: "0x0005")) == 5)
+        #expect(
+            ReaderDriverFacts.ifdDriverOptions(plist: plist.replacingOccurrences(of: "0x0000", with: "0x0005")) == 5)
         #expect(ReaderDriverFacts.ifdDriverOptions(plist: "<key>other</key>") == nil)
         // The file Debian's libccid installs here, when present, parses too.
-        if let real = try? String(contentsOfFile: "/usr/lib/pcsc/drivers/ifd-ccid.bundle/Contents/Info.plist", encoding: .utf8) {
+        if let real = try? String(
+            contentsOfFile: "/usr/lib/pcsc/drivers/ifd-ccid.bundle/Contents/Info.plist", encoding: .utf8)
+        {
             #expect(ReaderDriverFacts.ifdDriverOptions(plist: real) != nil)
         }
         let reader = ["ACS ACR1252 1S CL Reader 00 00"]
         let refused = ReaderDriverFacts.escapeCheck(readers: reader, acsccid: false, libccidOptions: 0, plistPath: "P")
         #expect(refused.status == .warn)
         #expect(refused.message.contains("bit 0x01 clear") && refused.fix.contains("ifdDriverOptions to 0x0001 in P"))
-        #expect(ReaderDriverFacts.escapeCheck(readers: reader, acsccid: false, libccidOptions: 1, plistPath: "P").status == .ok)
-        #expect(ReaderDriverFacts.escapeCheck(readers: reader, acsccid: true, libccidOptions: 0, plistPath: "P").status == .ok)
-        #expect(ReaderDriverFacts.escapeCheck(readers: [], acsccid: false, libccidOptions: 0, plistPath: "P").status == .skip)
+        #expect(
+            ReaderDriverFacts.escapeCheck(readers: reader, acsccid: false, libccidOptions: 1, plistPath: "P").status
+                == .ok)
+        #expect(
+            ReaderDriverFacts.escapeCheck(readers: reader, acsccid: true, libccidOptions: 0, plistPath: "P").status
+                == .ok)
+        #expect(
+            ReaderDriverFacts.escapeCheck(readers: [], acsccid: false, libccidOptions: 0, plistPath: "P").status
+                == .skip)
     }
 
     @Test("pn533_usb bound to a USB interface fails the check; loaded with an ACR122U attached warns")
@@ -266,8 +290,12 @@ struct RecordingChannel: ReaderControlChannel {
         let held = ReaderDriverFacts.pn533Check(boundInterfaces: ["1-1:1.0"], acr122uAttached: true, moduleLoaded: true)
         #expect(held.status == .fail)
         #expect(held.message.contains("1-1:1.0") && held.fix.contains("blacklist pn533_usb"))
-        #expect(ReaderDriverFacts.pn533Check(boundInterfaces: [], acr122uAttached: true, moduleLoaded: true).status == .warn)
-        #expect(ReaderDriverFacts.pn533Check(boundInterfaces: [], acr122uAttached: true, moduleLoaded: false).status == .ok)
-        #expect(ReaderDriverFacts.pn533Check(boundInterfaces: [], acr122uAttached: false, moduleLoaded: true).status == .ok)
+        #expect(
+            ReaderDriverFacts.pn533Check(boundInterfaces: [], acr122uAttached: true, moduleLoaded: true).status == .warn
+        )
+        #expect(
+            ReaderDriverFacts.pn533Check(boundInterfaces: [], acr122uAttached: true, moduleLoaded: false).status == .ok)
+        #expect(
+            ReaderDriverFacts.pn533Check(boundInterfaces: [], acr122uAttached: false, moduleLoaded: true).status == .ok)
     }
 }
