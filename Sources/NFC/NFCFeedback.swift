@@ -184,8 +184,13 @@ struct PCSCControlChannel: ReaderControlChannel {
 
     mutating func transmit(_ apdu: [UInt8]) throws(CardTransportError) -> [UInt8] {
         do throws(PCSCError) {
-            let connected = try card ?? context.connect(reader: reader)
-            card = connected
+            let connected: PCSCCard
+            if let card {
+                connected = card
+            } else {
+                connected = try context.connect(reader: reader)
+                card = connected
+            }
             return try connected.transmit(apdu)
         } catch {
             throw map(error)
@@ -194,8 +199,13 @@ struct PCSCControlChannel: ReaderControlChannel {
 
     mutating func control(code: UInt32, _ command: [UInt8]) throws(CardTransportError) -> [UInt8] {
         do throws(PCSCError) {
-            let connected = try direct ?? context.connect(reader: reader, direct: true)
-            direct = connected
+            let connected: PCSCCard
+            if let direct {
+                connected = direct
+            } else {
+                connected = try context.connect(reader: reader, direct: true)
+                direct = connected
+            }
             return try connected.control(code: code, command)
         } catch {
             throw map(error)
