@@ -70,6 +70,7 @@ final class NFCHarness: @unchecked Sendable {
             let pipeline = Pipeline(
                 spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: ["s.plings.io"])),
                 fixProvider: NoFixProvider(), debounce: [:], logger: logger)
+            pipeline.start()
             self.spool = spool
             self.pipeline = pipeline
             let commits = self.commits
