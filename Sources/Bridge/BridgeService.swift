@@ -58,7 +58,7 @@ public final class BridgeService: Sendable {
                 delivery.wake()
                 mqtt.wake()
             }, timeSource: { gps?.readTime(now: $0) ?? $0 })
-        let sources = SourceSet(config: config, logger: logger, submit: { pipeline.submit($0) })
+        let sources = SourceSet(config: config, logger: logger, submit: { pipeline.submit($0) }, pipeline: pipeline)
         let reporterSources = sources.reporterSources
         mqtt.setStatus {
             BridgeService.deviceStatus(

@@ -21,12 +21,17 @@ public final class SourceSet: Service {
     private let initial: BridgeConfig
     private let logger: Logger
     private let submit: @Sendable (Read) -> Void
+    private let pipeline: Pipeline?
 
-    /// Nothing starts before `start()`, which starts what `config` enables.
-    public init(config: BridgeConfig, logger: Logger, submit: @escaping @Sendable (Read) -> Void) {
+    /// Nothing starts before `start()`, which starts what `config` enables. `pipeline`: when given, NFC reads
+    /// go to it directly so the reader's feedback can wait for the commit.
+    public init(
+        config: BridgeConfig, logger: Logger, submit: @escaping @Sendable (Read) -> Void, pipeline: Pipeline? = nil
+    ) {
         self.initial = config
         self.logger = logger
         self.submit = submit
+        self.pipeline = pipeline
     }
 
     public func start() { apply(initial) }
@@ -50,13 +55,33 @@ public final class SourceSet: Service {
             previous.nfc?.stop()
             next.nfc = nil
             if config.nfc.enabled {
-                let nfc = NFCSource(config: config.nfc, hosts: config.hosts, logger: logger, submit: submit)
+                let nfc = NFCSource(
+                    config: config.nfc, hosts: config.hosts, logger: logger, submit: submit,
+                    commit: pipeline.map(SourceSet.committer))
                 nfc.start()
                 next.nfc = nfc
             }
         }
         running.withLock { $0 = next }
     }
+
+    /// Submits to the pipeline and reports the commit in the NFC source's terms.
+    public static func committer(_ pipeline: Pipeline)
+        -> @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
+    {
+        { read, done in
+            pipeline.submit(read) { outcome in
+                switch outcome {
+                case .accepted(let scan): done(.committed(pending: scan.state == .pending))
+                case .debounced: done(.duplicate)
+                case .refused: done(.refused)
+                }
+            }
+        }
+    }
+
+    /// The NFC source's feedback counters, nil while NFC is off.
+    public var nfcFeedback: NFCFeedbackCounters? { running.withLock { $0.nfc }?.feedbackCounters }
 
     public func stop() {
         let current = running.withLock { $0 }
@@ -83,6 +108,10 @@ public final class SourceSet: Service {
                 up: { [self] in
                     let state = summaries.first { $0.kind == kind }?.state ?? ""
                     return !(state.hasPrefix("no ") || state.hasPrefix("disabled") || state.contains("not running"))
+                },
+                details: { [self] in
+                    guard kind == "nfc", let counters = nfcFeedback else { return [] }
+                    return [("feedback", counters.json)]
                 })
         }
     }

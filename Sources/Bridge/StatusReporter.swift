@@ -20,10 +20,16 @@ public final class StatusReporter: Service {
         public var kind: String
         public var state: @Sendable () -> String
         public var up: @Sendable () -> Bool
-        public init(kind: String, state: @escaping @Sendable () -> String, up: @escaping @Sendable () -> Bool) {
+        /// More members for the source's status entry (the NFC feedback counters).
+        public var details: @Sendable () -> [(String, JSONValue)]
+        public init(
+            kind: String, state: @escaping @Sendable () -> String, up: @escaping @Sendable () -> Bool,
+            details: @escaping @Sendable () -> [(String, JSONValue)] = { [] }
+        ) {
             self.kind = kind
             self.state = state
             self.up = up
+            self.details = details
         }
     }
 
@@ -169,10 +175,11 @@ public final class StatusReporter: Service {
                 "sources",
                 .array(
                     sources.map {
-                        .object([
-                            ("kind", .string($0.kind)), ("state", .string($0.state())),
-                            ("up", .bool($0.up())),
-                        ])
+                        .object(
+                            [
+                                ("kind", .string($0.kind)), ("state", .string($0.state())),
+                                ("up", .bool($0.up())),
+                            ] + $0.details())
                     })
             ),
             ("reads", .object(tally.reads.sorted { $0.key < $1.key }.map { ($0.key, .integer($0.value)) })),

@@ -65,6 +65,22 @@ public final class NFCRig: @unchecked Sendable {
         return Array(words.dropFirst(2))
     }
 
+    /// Gives virtual reader `reader` a personality (`plain`, `acr122u`, `part3`) and a delay per exchange.
+    public func setReader(_ reader: Int = 0, _ personality: String, delayMilliseconds: Double = 0) throws {
+        try send("reader \(reader) \(personality) delay=\(delayMilliseconds)")
+    }
+
+    /// The feedback commands (`FF 00 40`, `FF 00 52`) the reader received since its last tap, with the
+    /// CLOCK_MONOTONIC second each arrived (the same clock as `MonotonicClock`).
+    public func feedback(_ reader: Int = 0) throws -> [(time: Double, apdu: String)] {
+        let words = try send("feedback \(reader)").split(separator: " ").dropFirst(2)
+        return words.compactMap { word in
+            let parts = word.split(separator: ":")
+            guard parts.count == 2, let time = Double(parts[0]) else { return nil }
+            return (time, String(parts[1]))
+        }
+    }
+
     public func close() {
         _ = try? send("quit", timeout: 10)
         // The rig stops pcscd after answering: wait for it, so the next rig finds the vpcd ports free.

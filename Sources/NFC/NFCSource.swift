@@ -34,7 +34,9 @@ public final class NFCSource: Sendable {
     private let parser: PlingsURLParser
     private let logger: Logger
     private let submit: @Sendable (Read) -> Void
+    private let commit: (@Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void)?
     private let onTap: (@Sendable (NFCTapEvent) -> Void)?
+    let feedback: NFCFeedback
     private let shared = Mutex(Shared())
     /// Wakes back-off sleeps and `stop()`'s wait for the thread (a change counter; waits are monotonic).
     private let wakeup = Monitor(0)
@@ -46,15 +48,21 @@ public final class NFCSource: Sendable {
     ///   - hosts: accepted Plings URL hosts: the first URI with an accepted host becomes the read's `raw`.
     ///   - submit: receives each read, on the source's thread; must not block for long.
     ///   - onTap: receives every tap with its timings and outcome, after `submit` (for `test-read` and benchmarks).
+    ///   - commit: when given, used instead of `submit`: hands the read on and calls back once it is committed
+    ///     (or found a duplicate, or refused); the reader's feedback waits for that call. Without it, feedback
+    ///     follows the submit at once, chosen by whether the read holds a Plings URL.
     public init(
         config: BridgeConfig.NFC, hosts: [String], logger: Logger, submit: @escaping @Sendable (Read) -> Void,
-        onTap: (@Sendable (NFCTapEvent) -> Void)? = nil
+        onTap: (@Sendable (NFCTapEvent) -> Void)? = nil,
+        commit: (@Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void)? = nil
     ) {
         self.config = config
         self.parser = PlingsURLParser(hosts: hosts)
         self.logger = logger
         self.submit = submit
+        self.commit = commit
         self.onTap = onTap
+        self.feedback = NFCFeedback(logger: logger)
     }
 
     /// Starts the reader thread (once; later calls do nothing).
@@ -100,7 +108,11 @@ public final class NFCSource: Sendable {
         if !shared.withLock({ $0.finished }) {
             logger.warn("NFC reader thread did not stop within 1 s")
         }
+        feedback.stop()
     }
+
+    /// What became of the feedback commands so far (for `status`).
+    public var feedbackCounters: NFCFeedbackCounters { feedback.counters }
 
     /// One line for status output: `pcscd not running: waiting`, `no readers`, `1 reader: ACS ACR122U 00 00`.
     public var summary: String { shared.withLock { $0.summary } }
@@ -164,7 +176,35 @@ public final class NFCSource: Sendable {
         }
     }
 
-    func deliver(_ read: Read) { submit(read) }
+    var nfcConfig: BridgeConfig.NFC { config }
+
+    /// The profile of `reader`: `nfc.profiles` first, else recognised by name.
+    func profile(for reader: String) -> ReaderProfile {
+        ReaderProfile.resolve(readerName: reader, rules: config.profiles)
+    }
+
+    /// True when the read's URL is a valid Plings URL (it will be spooled as pending).
+    func isRecognized(_ read: Read) -> Bool {
+        if case .success = parser.parse(read.raw) { return true }
+        return false
+    }
+
+    /// Hands the read on; `then` gets the feedback outcome once it is committed (or at once without `commit`).
+    func deliver(_ read: Read, then: @escaping @Sendable (FeedbackOutcome) -> Void) {
+        let recognized = isRecognized(read)
+        guard let commit else {
+            submit(read)
+            then(recognized ? .accepted : .unrecognized)
+            return
+        }
+        commit(read) { result in
+            switch result {
+            case .committed(let pending): then(pending ? .accepted : .unrecognized)
+            case .duplicate: then(recognized ? .accepted : .unrecognized)
+            case .refused: then(.failed)
+            }
+        }
+    }
 
     func report(_ event: NFCTapEvent) { onTap?(event) }
 
@@ -179,4 +219,14 @@ public final class NFCSource: Sendable {
         }
         return text
     }
+}
+
+/// What the pipeline did with a read the NFC source handed on (chooses the feedback).
+public enum CommitResult: Sendable, Equatable {
+    /// On disk; `pending` true for a Plings scan, false for one spooled as unrecognized.
+    case committed(pending: Bool)
+    /// A repeat inside the debounce window: the first read is already on disk.
+    case duplicate
+    /// The spool refused it: nothing was accepted.
+    case refused
 }

@@ -33,6 +33,8 @@ public struct NFCTapEvent: Sendable {
     public var read: Read?
     /// Why the read failed (one line), when it did.
     public var error: String?
+    /// The reader's profile (from `nfc.profiles` or its name).
+    public var profile: ReaderProfile = .plain
 
     /// Seconds from detection to the end of the read.
     public var detectToReadSeconds: Double { finishedMonotonic - detectedMonotonic }

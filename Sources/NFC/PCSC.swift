@@ -33,6 +33,7 @@ public struct PCSCError: Error, Sendable, Equatable, CustomStringConvertible {
     static let noService = 0x8010_001D
     static let serviceStopped = 0x8010_001E
     static let noReadersAvailable = 0x8010_002E
+    static let unsupportedFeature = 0x8010_001F
     static let unresponsiveCard = 0x8010_0066
     static let unpoweredCard = 0x8010_0067
     static let resetCard = 0x8010_0068
@@ -46,7 +47,8 @@ public struct PCSCError: Error, Sendable, Equatable, CustomStringConvertible {
         timeout: "SCARD_E_TIMEOUT", sharingViolation: "SCARD_E_SHARING_VIOLATION", noSmartcard: "SCARD_E_NO_SMARTCARD",
         0x8010_000F: "SCARD_E_PROTO_MISMATCH", commError: "SCARD_F_COMM_ERROR", notTransacted: "SCARD_E_NOT_TRANSACTED",
         readerUnavailable: "SCARD_E_READER_UNAVAILABLE", noService: "SCARD_E_NO_SERVICE",
-        serviceStopped: "SCARD_E_SERVICE_STOPPED", noReadersAvailable: "SCARD_E_NO_READERS_AVAILABLE",
+        serviceStopped: "SCARD_E_SERVICE_STOPPED", unsupportedFeature: "SCARD_E_UNSUPPORTED_FEATURE",
+        noReadersAvailable: "SCARD_E_NO_READERS_AVAILABLE",
         unresponsiveCard: "SCARD_W_UNRESPONSIVE_CARD", unpoweredCard: "SCARD_W_UNPOWERED_CARD",
         resetCard: "SCARD_W_RESET_CARD", removedCard: "SCARD_W_REMOVED_CARD",
         securityViolation: "SCARD_W_SECURITY_VIOLATION",
@@ -114,6 +116,7 @@ final class PCSCContext {
     static let infinite: UInt = 0xFFFF_FFFF
     static let scopeSystem: UInt = 0x0002
     static let shareShared: UInt = 0x0002
+    static let shareDirect: UInt = 0x0003
     static let protocolT0: UInt = 0x0001
     static let protocolT1: UInt = 0x0002
     static let leaveCard: UInt = 0x0000
@@ -189,13 +192,14 @@ final class PCSCContext {
         }
     }
 
-    /// Connects to the card on `reader` in shared mode, T=0 or T=1.
-    func connect(reader: String) throws(PCSCError) -> PCSCCard {
+    /// Connects to the card on `reader` in shared mode, T=0 or T=1; `direct`: to the reader itself, card or not
+    /// (`SCARD_SHARE_DIRECT`, for `SCardControl` escapes).
+    func connect(reader: String, direct: Bool = false) throws(PCSCError) -> PCSCCard {
         var card: SCARDHANDLE = 0
         var active: DWORD = 0
         let rv = SCardConnect(
-            SCARDCONTEXT(handle), reader, DWORD(PCSCContext.shareShared),
-            DWORD(PCSCContext.protocolT0 | PCSCContext.protocolT1), &card, &active)
+            SCARDCONTEXT(handle), reader, DWORD(direct ? PCSCContext.shareDirect : PCSCContext.shareShared),
+            DWORD(direct ? 0 : PCSCContext.protocolT0 | PCSCContext.protocolT1), &card, &active)
         guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardConnect") }
         return PCSCCard(handle: Int(card), activeProtocol: UInt(active))
     }
@@ -223,6 +227,21 @@ final class PCSCCard {
             SCardTransmit(SCARDHANDLE(handle), &request, send.baseAddress, DWORD(send.count), nil, &response, &length)
         }
         guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardTransmit") }
+        return Array(response.prefix(min(Int(length), response.count)))
+    }
+
+    /// Sends an escape command to the reader with `SCardControl(code)`; returns the reply.
+    func control(code: UInt32, _ command: [UInt8]) throws(PCSCError) -> [UInt8] {
+        var response = [UInt8](repeating: 0, count: 264)
+        var length: DWORD = 0
+        let rv = command.withUnsafeBufferPointer { send in
+            response.withUnsafeMutableBufferPointer { receive in
+                SCardControl(
+                    SCARDHANDLE(handle), DWORD(code), send.baseAddress, DWORD(send.count), receive.baseAddress,
+                    DWORD(receive.count), &length)
+            }
+        }
+        guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardControl") }
         return Array(response.prefix(min(Int(length), response.count)))
     }
 

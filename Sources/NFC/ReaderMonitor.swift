@@ -16,6 +16,12 @@ struct ReaderMonitor {
         /// A card was on the reader, already handled, when the context was lost. pcscd's counters restart with
         /// pcscd, so after reconnecting the first sight of a present card is taken as that same card.
         var skipPresentOnce = false
+        /// FAST_READ worked on this reader at least once: a later failure falls back for that read only.
+        var fastReadWorked = false
+        /// The reader refused the pass-through, or it failed before ever working: READ BINARY from now on.
+        var fastReadOff = false
+        /// The detect beep was asked to be silenced (once per reader while it stays attached).
+        var silenceRequested = false
     }
 
     let source: NFCSource
@@ -199,16 +205,23 @@ struct ReaderMonitor {
                 [("reader", status.name), ("atr", NFCReaders.hexUpper(status.atr))])
             return
         }
-        read(status, context: context, detectedAt: detectedAt, detected: detected)
+        read(status, context: context, detectedAt: detectedAt, detected: detected, track: &track)
     }
 
     // MARK: one tap
 
-    private func read(_ status: ReaderStatus, context: PCSCContext, detectedAt: Date, detected: Double) {
+    private func read(
+        _ status: ReaderStatus, context: PCSCContext, detectedAt: Date, detected: Double, track: inout Track
+    ) {
         let kind = TagKind.from(atr: status.atr)
+        let profile = source.profile(for: status.name)
         var event = NFCTapEvent(
             reader: status.name, atr: status.atr, kind: kind, detectedAt: detectedAt, detectedMonotonic: detected,
             finishedMonotonic: detected, connectSeconds: 0, readSeconds: 0, transmitSeconds: 0, apduCount: 0)
+        event.profile = profile
+        let silence = source.nfcConfig.silenceDetectBeep && profile.canSilenceDetectBeep && !track.silenceRequested
+        track.silenceRequested = track.silenceRequested || silence
+        let feedback = Feedback(source: source, reader: status.name, profile: profile, silence: silence)
         let connectStart = MonotonicClock.now()
         let card: PCSCCard
         do {
@@ -222,14 +235,16 @@ struct ReaderMonitor {
                 ? "card left before it could be read (\(error.description))"
                 : "cannot connect to the card: \(error.description)"
             fail(event)
+            feedback.send(.failed)
             return
         }
         let readStart = MonotonicClock.now()
         event.connectSeconds = readStart - connectStart
         var transport = PCSCTransport(card: card)
+        let options = TagReadOptions(fastRead: track.fastReadOff ? nil : profile.fastRead)
         let outcome: Result<TagReadResult, TagReadError>
         do {
-            outcome = .success(try TagReader.read(kind: kind, transport: &transport))
+            outcome = .success(try TagReader.read(kind: kind, transport: &transport, options: options))
         } catch {
             outcome = .failure(error)
         }
@@ -251,11 +266,49 @@ struct ReaderMonitor {
                     ("reader", status.name), ("uid", read.uid ?? ""), ("kind", kind.code),
                     ("apdus", String(result.apduCount)),
                 ])
-            source.deliver(read)
+            note(result.fastRead, reader: status.name, track: &track)
+            // Feedback goes to its own thread once the read is committed: neither the commit nor the next read
+            // waits for it.
+            source.deliver(read) { outcome in feedback.send(outcome) }
             source.report(event)
         case .failure(let error):
             event.error = error.description
             fail(event)
+            feedback.send(.failed)
+        }
+    }
+
+    /// Remembers per reader what the fast read did: once refused (or failing before it ever worked), the
+    /// reader is read with READ BINARY until it is re-attached.
+    private func note(_ use: FastReadUse, reader: String, track: inout Track) {
+        switch use {
+        case .notTried: break
+        case .used: track.fastReadWorked = true
+        case .fellBack(let reason, let refused):
+            guard refused || !track.fastReadWorked else {
+                logger.debug("NFC fast read fell back to READ BINARY", [("reader", reader), ("error", reason)])
+                return
+            }
+            track.fastReadOff = true
+            logger.info(
+                "NFC fast read not available on this reader: READ BINARY from now on",
+                [("reader", reader), ("error", reason)])
+        }
+    }
+
+    /// Queues the feedback for one tap on the feedback thread.
+    struct Feedback: Sendable {
+        let source: NFCSource
+        let reader: String
+        let profile: ReaderProfile
+        let silence: Bool
+
+        func send(_ outcome: FeedbackOutcome) {
+            let config = source.nfcConfig.feedback
+            let pattern = config.enabled && profile.feedback != nil ? config.pattern(for: outcome) : nil
+            guard pattern.map({ !$0.isOff }) ?? false || silence else { return }
+            source.feedback.enqueue(
+                NFCFeedback.Job(reader: reader, profile: profile, pattern: pattern, silence: silence))
         }
     }
 

@@ -9,7 +9,10 @@ import Platform
 
 /// `plings-bench nfc`: tap-to-committed latency of `NFCSource -> Pipeline -> Spool` on the NFC rig, against
 /// `pyscard_baseline.py` doing the same APDUs and printing the URL; the bridge's own work; APDUs per read
-/// against the minimum; and the CPU time of an idle source with readers attached.
+/// against the minimum; and the CPU time of an idle source with readers attached. Then the same taps through a
+/// reader that answers after a fixed delay per exchange (`--delay`, default 12 ms, as USB readers take 7-24 ms):
+/// an ACR122U-like reader read with FAST_READ against the pyscard baseline's READ BINARY sequence on the same
+/// delayed reader, and a plain reader (the READ BINARY fallback).
 ///
 /// Needs the rig's packages (pcscd, vpcd, python3-virtualsmartcard, python3-pyscard) and no other pcscd:
 /// run it as `flock /tmp/pcscd.lock swift run -c release plings-bench nfc` from the package root.
@@ -20,6 +23,7 @@ enum NFCBenchmark {
     static func run(arguments: [String]) {
         var taps = 30
         var idle = 60.0
+        var delay = 12.0
         var rigDirectory = FileManager.default.currentDirectoryPath + "/Tests/Rigs/nfc"
         var i = 0
         while i + 1 < arguments.count {
@@ -27,6 +31,7 @@ enum NFCBenchmark {
             case "--taps": taps = max(1, Int(arguments[i + 1]) ?? taps)
             case "--idle": idle = max(0, Double(arguments[i + 1]) ?? idle)
             case "--rig-dir": rigDirectory = arguments[i + 1]
+            case "--delay": delay = max(0, min(1000, Double(arguments[i + 1]) ?? delay))
             default: break
             }
             i += 2
@@ -38,14 +43,24 @@ enum NFCBenchmark {
 
         let ours: Measurement
         let newSpool: Measurement
+        let fast: Measurement
+        let fallback: Measurement
         do {
             newSpool = try measureBridge(taps: taps, idle: 0, rigDirectory: rigDirectory, warmSpool: false)
             ours = try measureBridge(taps: taps, idle: idle, rigDirectory: rigDirectory, warmSpool: true)
+            // The same taps through a reader that answers after `delay` ms per exchange, as a USB reader does:
+            // an ACR122U-like reader (fast read, feedback after the commit), then a plain one (READ BINARY).
+            fast = try measureBridge(
+                taps: taps, idle: 0, rigDirectory: rigDirectory, warmSpool: true,
+                reader: ("acr122u", .acr122u, delay))
+            fallback = try measureBridge(
+                taps: taps, idle: 0, rigDirectory: rigDirectory, warmSpool: true, reader: ("plain", .plain, delay))
         } catch {
             print("nfc: bridge run failed: \(error)")
             exit(1)
         }
         let baseline = measureBaseline(taps: taps, rigDirectory: rigDirectory)
+        let delayedBaseline = measureBaseline(taps: taps, rigDirectory: rigDirectory, delay: delay)
         // The same pause between commits as between taps (tap, ~0.5-1 s on the reader, remove).
         let rawCommit = SpoolBenchmark.rawCommitAfterPause(
             path: NSTemporaryDirectory() + "plings-bench-nfc-raw.sqlite", samples: 20, pause: 0.7)
@@ -80,6 +95,32 @@ enum NFCBenchmark {
                 ours: Double(ours.apdus.max() ?? 0), baseline: Double(minimum), unit: "APDUs",
                 goal: "= minimum", higherIsBetter: false),
         ]
+        let d = String(format: "%g", delay)
+        rows += [
+            BenchRow(
+                metric:
+                    "USB reader model (\(d) ms per exchange): tap to committed, ACR122U profile, fast read (median)",
+                ours: median(fast.latencies), baseline: delayedBaseline, unit: "ms",
+                goal: "ratio <= 0.5 (baseline: pyscard, READ BINARY sequence, same delayed reader, prints the URL)",
+                higherIsBetter: false),
+            BenchRow(
+                metric: "same reader model: APDUs per NTAG213 read with fast read (max over taps)",
+                ours: Double(fast.apdus.max() ?? 0), baseline: Double(minimum), unit: "APDUs",
+                goal: "2 (UID + one FAST_READ); baseline: READ BINARY minimum", higherIsBetter: false),
+            BenchRow(
+                metric: "same reader model, plain reader (READ BINARY fallback): tap to committed (median)",
+                ours: median(fallback.latencies), baseline: delayedBaseline, unit: "ms",
+                goal: "info: ratio ~1 (same APDUs as the baseline)", higherIsBetter: false),
+            BenchRow(
+                metric: "same, plain reader: APDUs per NTAG213 read (max over taps)",
+                ours: Double(fallback.apdus.max() ?? 0), baseline: Double(minimum), unit: "APDUs", goal: "= minimum",
+                higherIsBetter: false),
+        ]
+        if fast.feedbackSent < fast.latencies.count {
+            print(
+                "nfc: \(fast.latencies.count - fast.feedbackSent) of \(fast.latencies.count) feedback commands not sent"
+            )
+        }
         if let cpu = ours.idleCPU {
             rows.append(
                 BenchRow(
@@ -87,7 +128,9 @@ enum NFCBenchmark {
                     ours: cpu * 1000, baseline: nil, unit: "ms", goal: "< 10 ms", higherIsBetter: false))
         }
         BenchTable.print(rows)
-        if ours.failures > 0 { print("nfc: \(ours.failures) tap(s) failed") }
+        for (name, run) in [("plain", ours), ("fast", fast), ("fallback", fallback)] where run.failures > 0 {
+            print("nfc: \(run.failures) tap(s) failed in the \(name) run")
+        }
     }
 
     struct Measurement {
@@ -98,6 +141,7 @@ enum NFCBenchmark {
         var apdus: [Int] = []
         var failures = 0
         var idleCPU: Double?
+        var feedbackSent = 0
     }
 
     struct BenchFailure: Error, CustomStringConvertible {
@@ -106,7 +150,12 @@ enum NFCBenchmark {
 
     /// One `tap ... / remove` cycle per sample; each sample waits for the durable commit of its read.
     /// `warmSpool`: measure on a spool in its steady state (see `warm(spoolAt:)`), else on a new one.
-    static func measureBridge(taps: Int, idle: Double, rigDirectory: String, warmSpool: Bool) throws -> Measurement {
+    /// `reader`: the rig personality of reader 0, the profile `nfc.profiles` gives it, and the per-exchange delay
+    /// in ms; nil: the rig's default (plain, no delay) with no profile rule.
+    static func measureBridge(
+        taps: Int, idle: Double, rigDirectory: String, warmSpool: Bool,
+        reader: (personality: String, profile: ReaderProfile, delay: Double)? = nil
+    ) throws -> Measurement {
         let directory = NSTemporaryDirectory() + "plings-bench-nfc-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: directory) }
@@ -121,18 +170,23 @@ enum NFCBenchmark {
         defer { pipeline.stop() }
         let commits = Collector<Double>()  // monotonic times of the durable commits
         let events = Collector<NFCTapEvent>()
+        var config = BridgeConfig().nfc
+        if let reader { config.profiles = [.init(reader: "Virtual PCD 00 00", profile: reader.profile)] }
+        let committer = SourceSet.committer(pipeline)
         let source = NFCSource(
-            config: BridgeConfig().nfc, hosts: ["s.plings.io"], logger: logger,
-            submit: { read in
-                pipeline.submit(read) { outcome in
-                    if case .accepted = outcome { commits.append(MonotonicClock.now()) }
+            config: config, hosts: ["s.plings.io"], logger: logger, submit: { _ in },
+            onTap: { events.append($0) },
+            commit: { read, done in
+                committer(read) { result in
+                    if case .committed = result { commits.append(MonotonicClock.now()) }
+                    done(result)
                 }
-            },
-            onTap: { events.append($0) })
+            })
 
         // The caller holds /tmp/pcscd.lock (`flock /tmp/pcscd.lock plings-bench ...`), so the rig must not wait for it.
         let rig = try NFCRig(script: rigDirectory + "/nfc_rig.py", takeLock: false)
         defer { rig.close() }
+        if let reader { try rig.setReader(0, reader.personality, delayMilliseconds: reader.delay) }
         source.start()
         defer { source.stop() }
 
@@ -159,8 +213,13 @@ enum NFCBenchmark {
             } else {
                 result.failures += 1
             }
+            if reader?.profile.feedback != nil {
+                // Let the feedback reach the reader before the tag goes (the person is still holding it).
+                _ = eventually(timeout: 2) { source.feedbackCounters.sent + source.feedbackCounters.refused >= n }
+            }
             _ = try rig.send("remove 0")
         }
+        result.feedbackSent = source.feedbackCounters.sent
 
         if idle > 0 {
             let before = cpuSeconds()
@@ -184,12 +243,12 @@ enum NFCBenchmark {
     }
 
     /// `pyscard_baseline.py --rig`: the median of its `ms` (card reported present -> URL printed).
-    static func measureBaseline(taps: Int, rigDirectory: String) -> Double? {
+    static func measureBaseline(taps: Int, rigDirectory: String, delay: Double = 0) -> Double? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
         process.arguments = [
             "-c", NFCRig.launcher(takeLock: false), "/usr/bin/python3", rigDirectory + "/pyscard_baseline.py",
-            "--rig", "--count", String(taps), "--url", url, "--uid", uid,
+            "--rig", "--count", String(taps), "--url", url, "--uid", uid, "--delay", String(delay),
         ]
         let pipe = Pipe()
         process.standardOutput = pipe

@@ -20,8 +20,13 @@ extension CLI {
         let patterns = config.nfc.readers
         if args.json {
             let items = listing.readers.map { reader -> JSONValue in
-                .object([
+                let profile = ReaderProfile.resolve(readerName: reader.name, rules: config.nfc.profiles)
+                return .object([
                     ("name", .string(reader.name)),
+                    ("profile", .string(profile.rawValue)),
+                    ("feedback", profile.feedback.map { .string($0.rawValue) } ?? .null),
+                    ("fastRead", profile.fastRead.map { .string($0.rawValue) } ?? .null),
+                    ("detectBeepSilencing", .bool(profile.canSilenceDetectBeep)),
                     ("cardPresent", .bool(reader.cardPresent)),
                     ("atr", reader.atr.map { .string(NFCReaders.hexUpper($0)) } ?? .null),
                     ("tagKind", reader.tagKind.map { .string($0.code) } ?? .null),
@@ -46,6 +51,8 @@ extension CLI {
         for reader in listing.readers {
             let selected = NFCSource.matches(reader.name, patterns: patterns) ? "" : "  (not selected by nfc.readers)"
             show("\(reader.name)\(selected)")
+            let profile = ReaderProfile.resolve(readerName: reader.name, rules: config.nfc.profiles)
+            print("  profile: \(profile.rawValue) (\(profile.capabilities))")
             guard reader.cardPresent else {
                 print("  no card")
                 continue
@@ -165,6 +172,10 @@ extension CLI {
         return .object([
             ("tap", .integer(number)),
             ("reader", .string(event.reader)),
+            ("profile", .string(event.profile.rawValue)),
+            ("feedback", event.profile.feedback.map { .string($0.rawValue) } ?? .null),
+            ("fastRead", .string(result?.fastRead.code ?? "notTried")),
+            ("fastReadFallback", result?.fastRead.fallbackReason.map { .string($0) } ?? .null),
             ("ok", .bool(event.succeeded)),
             ("uid", event.uidHex.map { .string($0) } ?? .null),
             ("tagKind", .string(event.kind.code)),
@@ -187,6 +198,7 @@ extension CLI {
     static func tapLine(_ event: NFCTapEvent, number: Int) -> String {
         let e = TerminalText.escape
         var line = "tap \(number): \(e(event.reader))  \(event.kind)  uid \(event.uidHex ?? "-")"
+        line += "\n  profile: \(event.profile.rawValue) (\(event.profile.capabilities))"
         if let error = event.error {
             line += "\n  FAILED: \(e(error))"
         } else if let read = event.read, !read.raw.isEmpty {
@@ -197,6 +209,11 @@ extension CLI {
         line +=
             "\n  \(event.apduCount) APDUs, connect \(ms(event.connectSeconds * 1000)) ms, "
             + "read \(ms(event.readSeconds * 1000)) ms, detect-to-read \(ms(event.detectToReadSeconds * 1000)) ms"
+        switch event.result?.fastRead {
+        case .used?: line += ", fast read"
+        case .fellBack(let reason, _)?: line += "\n  fast read fell back to READ BINARY: \(reason)"
+        default: break
+        }
         return line
     }
 

@@ -67,6 +67,7 @@ extension CLI {
             ]
         }
         let readers = listing.readers.filter { NFCSource.matches($0.name, patterns: config.nfc.readers) }
+        let drivers = NFCDriverChecks.checks(readers: readers.map(\.name), config: config.nfc)
         let pcscd = DoctorCheck("pcscd", .ok, "pcscd reachable")
         if readers.isEmpty {
             return [
@@ -77,12 +78,12 @@ extension CLI {
                     fix:
                         "plug in a PC/SC reader (ACR122U: blacklist pn533/nfc, see docs/operations.md); `plings-bridge readers`"
                 ),
-            ]
+            ] + drivers
         }
         return [
             pcscd,
             DoctorCheck("readers", .ok, "\(readers.count) reader(s): " + readers.map(\.name).joined(separator: ", ")),
-        ]
+        ] + drivers
     }
 
     func scannersCheck(_ config: BridgeConfig) -> DoctorCheck {
@@ -180,6 +181,13 @@ extension CLI {
         if case .array(let sources)? = json["sources"] {
             for source in sources {
                 show("source \(source["kind"]?.stringValue ?? "?"): \(source["state"]?.stringValue ?? "?")")
+                if let feedback = source["feedback"] {
+                    var line = "  reader feedback: \(feedback["sent"]?.intValue ?? 0) sent, "
+                    line += "\(feedback["tagGone"]?.intValue ?? 0) after the tag left, "
+                    line += "\(feedback["refused"]?.intValue ?? 0) refused"
+                    if let problem = feedback["lastProblem"]?.stringValue { line += " (last: \(problem))" }
+                    show(line)
+                }
             }
         }
         if case .object(let reads)? = json["lastReads"] {

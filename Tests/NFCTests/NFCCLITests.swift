@@ -73,6 +73,49 @@ extension NFCRigTests {
             #expect(tap["error"]?.stringValue?.contains("phone") == true)
         }
 
+        @Test func readersAndTestReadShowTheProfileAndWhatItSupports() throws {
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            let config = dir.file("config.json")
+            try #"{"nfc": {"profiles": [{"reader": "PCD 00 00", "profile": "acr122u"}]}}"#.write(
+                toFile: config, atomically: true, encoding: .utf8)
+            let rig = try NFCRig()
+            defer { rig.close() }
+            try rig.setReader(0, "acr122u")
+            let readers = try ProcessRunner.run(
+                binary, ["readers", "--json", "--config", config], environment: environment(dir), timeout: 30)
+            #expect(readers.status == 0, "\(readers.stderr)")
+            guard case .array(let items) = try JSONParser.parse(readers.stdout.trimmingASCIIWhitespace()) else {
+                Issue.record("readers --json is not an array: \(readers.stdout)")
+                return
+            }
+            #expect(items.first?["profile"] == .string("acr122u"))
+            #expect(items.first?["feedback"] == .string("ledBuzzerAPDU"))
+            #expect(items.first?["fastRead"] == .string("inCommunicateThru"))
+            #expect(items.first?["detectBeepSilencing"] == .bool(true))
+            #expect(items.last?["profile"] == .string("plain"))
+            #expect(items.last?["feedback"] == .null && items.last?["fastRead"] == .null)
+            let human = try ProcessRunner.run(
+                binary, ["readers", "--config", config], environment: environment(dir), timeout: 30)
+            #expect(
+                human.stdout.contains(
+                    "  profile: acr122u (feedback: LED/buzzer pseudo-APDU; fast read: PN533 InCommunicateThru)"),
+                "\(human.stdout)")
+            #expect(human.stdout.contains("  profile: plain (no feedback, no fast read)"))
+
+            try rig.send("tap 0 ntag213 04A1B2C3D4E5F6 - url=\(NDEF.plingsURL)")
+            let test = try ProcessRunner.run(
+                binary, ["test-read", "--count", "1", "--json", "--timeout", "10", "--config", config],
+                environment: environment(dir), timeout: 30)
+            #expect(test.status == 0, "\(test.stderr)")
+            let tap = try JSONParser.parse(try #require(test.stdoutLines.first))
+            #expect(tap["profile"] == .string("acr122u"))
+            #expect(tap["fastRead"] == .string("used"))
+            #expect(tap["fastReadFallback"] == .null)
+            #expect(tap["apduCount"] == .integer(2))
+            #expect(tap["url"] == .string(NDEF.plingsURL))
+        }
+
         /// Needs the machine without a pcscd (the rig serializes on /tmp/pcscd.lock; a system pcscd skips it).
         @Test(.enabled(if: !FileManager.default.fileExists(atPath: "/run/pcscd/pcscd.comm")))
         func readersWithoutPcscdIsAnEmptyArray() throws {

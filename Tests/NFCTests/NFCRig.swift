@@ -1,9 +1,11 @@
+import Bridge
 import BridgeCore
 import BridgeTestSupport
 import Foundation
 import Logging
 import NFC
 import Platform
+import Spool
 import Testing
 
 /// Every test that uses the rig, serialized across suites: there is one pcscd per machine (fixed vpcd ports), so
@@ -20,6 +22,15 @@ final class TapHook: Sendable {
     func call(_ event: NFCTapEvent) { hook.withLock { $0 }?(event) }
 }
 
+/// A replaceable callback without arguments.
+final class Hook: Sendable {
+    private let hook = Mutex<(@Sendable () -> Void)?>(nil)
+
+    func set(_ body: (@Sendable () -> Void)?) { hook.withLock { $0 = body } }
+
+    func call() { hook.withLock { $0 }?() }
+}
+
 /// A rig plus an `NFCSource` running against it, with its reads, tap events and log lines collected.
 final class NFCHarness: @unchecked Sendable {
     let rig: NFCRig
@@ -32,22 +43,63 @@ final class NFCHarness: @unchecked Sendable {
     /// Runs on the source's thread inside each tap report: a test can hold the source there.
     let onTap = TapHook()
 
-    init(patterns: [String] = [], rigArguments: [String] = [], start: Bool = true) throws {
+    /// Monotonic times at which the pipeline reported each read committed (with `commit`).
+    let commits = Collector<Double>()
+    /// Runs on the pipeline's thread before a commit is reported to the source: a test can hold it there.
+    let beforeCommitReport = Hook()
+    private var pipeline: Pipeline?
+    private var spool: Spool?
+
+    /// `commit`: reads go through a real `Pipeline` into a spool in the log directory, and the source's feedback
+    /// waits for the commit, as in the service.
+    init(
+        patterns: [String] = [], rigArguments: [String] = [], start: Bool = true,
+        configure: (inout BridgeConfig.NFC) -> Void = { _ in }, commit: Bool = false
+    ) throws {
         rig = try NFCRig(arguments: rigArguments)
         logFD = open(logDirectory.file("log"), O_WRONLY | O_CREAT | O_APPEND, 0o644)
         var config = BridgeConfig().nfc
         config.readers = patterns
+        configure(&config)
         let reads = self.reads
         let taps = self.taps
+        let logger = Logger(minimum: .debug, fd: logFD)
+        var committer: (@Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void)?
+        if commit {
+            let spool = try Spool(path: logDirectory.file("spool.sqlite"))
+            let pipeline = Pipeline(
+                spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: ["s.plings.io"])),
+                fixProvider: NoFixProvider(), debounce: [:], logger: logger)
+            pipeline.start()
+            self.spool = spool
+            self.pipeline = pipeline
+            let commits = self.commits
+            let hook = beforeCommitReport
+            committer = { read, done in
+                reads.append(read)
+                pipeline.submit(read) { outcome in
+                    commits.append(MonotonicClock.now())
+                    hook.call()
+                    switch outcome {
+                    case .accepted(let scan): done(.committed(pending: scan.state == .pending))
+                    case .debounced: done(.duplicate)
+                    case .refused: done(.refused)
+                    }
+                }
+            }
+        }
         source = NFCSource(
-            config: config, hosts: ["s.plings.io"], logger: Logger(minimum: .info, fd: logFD),
+            config: config, hosts: ["s.plings.io"], logger: logger,
             submit: { reads.append($0) },
             onTap: { [onTap] event in
                 taps.append(event)
                 onTap.call(event)
-            })
+            }, commit: committer)
         if start { source.start() }
     }
+
+    /// Scans in the spool (with `commit`).
+    var spooledCount: Int { (try? spool?.stats().counts.values.reduce(0, +)) ?? 0 }
 
     /// The source's log so far.
     var log: String { (try? String(contentsOfFile: logDirectory.file("log"), encoding: .utf8)) ?? "" }
@@ -74,6 +126,7 @@ final class NFCHarness: @unchecked Sendable {
 
     func close() {
         source.stop()
+        pipeline?.stop()
         rig.close()
         close(logFD)
         logDirectory.remove()

@@ -10,10 +10,11 @@ public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
     let headerLength = min(Int(bytes[2]) % 16, size - 3)
     let header = String(decoding: bytes[3..<(3 + headerLength)], as: UTF8.self)
     let body = Array(bytes[(3 + headerLength)...])
-    let outcome = DeliveryClassifier.classify(status: status, retryAfterHeader: header, body: body)
+    let outcome = DeliveryClassifier.classify(status: status, retryAfterHeader: header, body: body, location: header)
     switch outcome {
     case .delivered(let response): precondition((200..<300).contains(status) && response.utf8.count <= 2052)
     case .dead(let reason, _), .authPaused(let reason): precondition(!reason.isEmpty)
+    case .redirected(let reason): precondition((300..<400).contains(status) && !reason.isEmpty)
     case .retry(let reason, let after): precondition(!reason.isEmpty && (after ?? 0) >= 0)
     }
     return 0

@@ -45,6 +45,30 @@ public struct BridgeConfig: Sendable, Equatable {
         /// Shell-style reader name patterns; empty means every reader.
         public var readers: [String] = []
         public var debounce: Double = 2
+        /// `nfc.profiles`: reader-name substring -> profile, first match wins; unmatched readers are recognised
+        /// by name (`ReaderProfile.recognize`).
+        public var profiles: [ReaderProfile.Rule] = []
+        /// `nfc.feedback`: beep and LED by outcome, after the commit.
+        public var feedback = Feedback()
+        /// `nfc.silenceDetectBeep`: turn off the reader's own beep on card detection (writes a reader setting).
+        public var silenceDetectBeep = false
+
+        /// Feedback patterns by outcome; `enabled` false sends nothing on any reader.
+        public struct Feedback: Sendable, Equatable {
+            public var enabled = true
+            public var accepted = FeedbackPattern(led: .green, beeps: 1, milliseconds: 100)
+            public var unrecognized = FeedbackPattern(led: .orange, beeps: 2, milliseconds: 100)
+            public var failed = FeedbackPattern(led: .red, beeps: 3, milliseconds: 100)
+
+            /// The pattern for `outcome`.
+            public func pattern(for outcome: FeedbackOutcome) -> FeedbackPattern {
+                switch outcome {
+                case .accepted: return accepted
+                case .unrecognized: return unrecognized
+                case .failed: return failed
+                }
+            }
+        }
     }
 
     /// `hid`: keyboard-wedge barcode scanners.

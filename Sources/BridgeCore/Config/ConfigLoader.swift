@@ -22,6 +22,8 @@ public struct ConfigLoader {
         case stringList
         case fixedLocation
         case scannerMatches
+        case readerProfiles
+        case feedbackPattern
     }
 
     /// Every key, by dotted path. Objects are implied by the paths.
@@ -38,6 +40,12 @@ public struct ConfigLoader {
         ("nfc.enabled", .bool),
         ("nfc.readers", .stringList),
         ("nfc.debounce", .number(min: 0, max: 3600)),
+        ("nfc.profiles", .readerProfiles),
+        ("nfc.feedback.enabled", .bool),
+        ("nfc.feedback.accepted", .feedbackPattern),
+        ("nfc.feedback.unrecognized", .feedbackPattern),
+        ("nfc.feedback.failed", .feedbackPattern),
+        ("nfc.silenceDetectBeep", .bool),
         ("hid.enabled", .bool),
         ("hid.grab", .bool),
         ("hid.layout", .string),
@@ -170,7 +178,7 @@ public struct ConfigLoader {
             } else {
                 throw ConfigError("\(origin): expected a number, got '\(text.prefix(64))'")
             }
-        case .string, .choice: value = .string(text)
+        case .string, .choice, .feedbackPattern: value = .string(text)
         case .optionalString: value = text.isEmpty ? .null : .string(text)
         case .stringList:
             value = .array(text.split(separator: ",").map { .string(String($0).trimmingASCIIWhitespace()) })
@@ -191,6 +199,8 @@ public struct ConfigLoader {
             value = .object(members)
         case .scannerMatches:
             throw ConfigError("\(origin): scanner matches can only be set in the config file")
+        case .readerProfiles:
+            throw ConfigError("\(origin): reader profiles can only be set in the config file")
         }
         try set(path, kind: kind, value: value, origin: origin)
     }
@@ -246,7 +256,43 @@ public struct ConfigLoader {
             config.location.fixed = try ConfigLoader.fixedLocation(value, origin: origin)
         case .scannerMatches:
             config.hid.match = try ConfigLoader.scannerMatches(value, origin: origin)
+        case .readerProfiles:
+            config.nfc.profiles = try ConfigLoader.readerProfiles(value, origin: origin)
+        case .feedbackPattern:
+            guard let s = value.stringValue else { throw fail("a pattern string like \"green 1x100\"") }
+            let pattern: FeedbackPattern
+            switch FeedbackPattern.parse(s) {
+            case .success(let parsed): pattern = parsed
+            case .failure(let error): throw ConfigError("\(origin): \(error.message)")
+            }
+            switch path {
+            case "nfc.feedback.accepted": config.nfc.feedback.accepted = pattern
+            case "nfc.feedback.unrecognized": config.nfc.feedback.unrecognized = pattern
+            default: config.nfc.feedback.failed = pattern
+            }
         }
+    }
+
+    /// `nfc.profiles`: `[{"reader": "<substring of the PC/SC name>", "profile": "acr122u"}, ...]`.
+    static func readerProfiles(_ value: JSONValue, origin: String) throws(ConfigError) -> [ReaderProfile.Rule] {
+        guard case .array(let items) = value else { throw ConfigError("\(origin): expected an array of objects") }
+        var rules: [ReaderProfile.Rule] = []
+        let names = ReaderProfile.allCases.map(\.rawValue).joined(separator: ", ")
+        for (index, item) in items.enumerated() {
+            let where_ = "\(origin)[\(index)]"
+            guard case .object(let members) = item else { throw ConfigError("\(where_): expected an object") }
+            for (key, _) in members where key != "reader" && key != "profile" {
+                throw ConfigError("\(where_): unknown key '\(key)'")
+            }
+            guard let reader = item["reader"]?.stringValue, !reader.isEmpty else {
+                throw ConfigError("\(where_).reader: expected a non-empty substring of a reader name")
+            }
+            guard let text = item["profile"]?.stringValue, let profile = ReaderProfile(rawValue: text) else {
+                throw ConfigError("\(where_).profile: expected one of \(names)")
+            }
+            rules.append(ReaderProfile.Rule(reader: reader, profile: profile))
+        }
+        return rules
     }
 
     static func fixedLocation(_ value: JSONValue, origin: String) throws(ConfigError) -> LocationFix {
@@ -319,6 +365,8 @@ public struct ConfigLoader {
         switch path {
         case "api.allowInsecureHTTP": config.api.allowInsecureHTTP = bool
         case "nfc.enabled": config.nfc.enabled = bool
+        case "nfc.feedback.enabled": config.nfc.feedback.enabled = bool
+        case "nfc.silenceDetectBeep": config.nfc.silenceDetectBeep = bool
         case "hid.enabled": config.hid.enabled = bool
         case "hid.grab": config.hid.grab = bool
         case "location.enabled": config.location.enabled = bool

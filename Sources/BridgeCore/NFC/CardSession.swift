@@ -14,6 +14,15 @@ struct CardSession<Transport: CardTransport> {
     mutating func exchange(_ apdu: [UInt8], _ command: @autoclosure () -> String) throws(TagReadError)
         -> APDUResponse
     {
+        let raw = try exchangeRaw(apdu, command())
+        guard let response = APDUResponse(raw: raw) else { throw .cardRemoved(during: command()) }
+        return response
+    }
+
+    /// Sends `apdu` and returns the raw reply, at least 2 bytes (shorter: the card was removed).
+    mutating func exchangeRaw(_ apdu: [UInt8], _ command: @autoclosure () -> String) throws(TagReadError)
+        -> [UInt8]
+    {
         guard count < limit else { throw .tooManyCommands(limit: limit) }
         count += 1
         let raw: [UInt8]
@@ -25,8 +34,8 @@ struct CardSession<Transport: CardTransport> {
             case .failed(let reason): throw .transportFailed(during: command(), reason: reason)
             }
         }
-        guard let response = APDUResponse(raw: raw) else { throw .cardRemoved(during: command()) }
-        return response
+        guard raw.count >= 2 else { throw .cardRemoved(during: command()) }
+        return raw
     }
 
     /// Reads the UID with `FF CA 00 00 00`. A status word other than 9000 or an empty UID gives nil:

@@ -16,6 +16,8 @@ public struct TagReadResult: Sendable, Equatable {
     public var noURLReason: String?
     /// How many APDUs the read sent.
     public var apduCount: Int
+    /// Whether the read went through NTAG FAST_READ.
+    public var fastRead: FastReadUse = .notTried
 
     /// Creates a result.
     public init(

@@ -8,12 +8,18 @@ public struct TagReadOptions: Sendable, Equatable {
     public var maxType4ReadLength: Int
     /// Whether to ask the reader for the UID (`FF CA 00 00 00`) first.
     public var readUID: Bool
+    /// The pass-through to read Type 2 tags with NTAG FAST_READ, falling back to READ BINARY; nil: READ BINARY.
+    public var fastRead: ReaderProfile.FastRead?
 
     /// Creates options; the defaults suit every reader tested so far.
-    public init(maxAPDUs: Int = 600, maxType4ReadLength: Int = 255, readUID: Bool = true) {
+    public init(
+        maxAPDUs: Int = 600, maxType4ReadLength: Int = 255, readUID: Bool = true,
+        fastRead: ReaderProfile.FastRead? = nil
+    ) {
         self.maxAPDUs = maxAPDUs
         self.maxType4ReadLength = maxType4ReadLength
         self.readUID = readUID
+        self.fastRead = fastRead
     }
 }
 
@@ -43,10 +49,14 @@ public enum TagReader {
 
         let uid = options.readUID ? try session.readUID() : nil
         let lookup: NDEFLookup
+        var fastReadUse = FastReadUse.notTried
         switch kind {
         case .type2:
-            var reader = Type2TagReader(session: session)
-            defer { session = reader.session }
+            var reader = Type2TagReader(session: session, fastRead: options.fastRead)
+            defer {
+                session = reader.session
+                fastReadUse = reader.fastReadUse
+            }
             lookup = try reader.readNDEF()
         case .type4:
             var reader = Type4TagReader(session: session, maxReadLength: max(1, min(options.maxType4ReadLength, 255)))
@@ -57,7 +67,9 @@ public enum TagReader {
         case .unsupported:
             lookup = .none(reason: "\(kind): no NDEF read for this card type")
         }
-        return try result(uid: uid, kind: kind, lookup: lookup, apduCount: session.count)
+        var read = try result(uid: uid, kind: kind, lookup: lookup, apduCount: session.count)
+        read.fastRead = fastReadUse
+        return read
     }
 
     /// Turns the raw lookup into a result: parses the message and finds its URIs.

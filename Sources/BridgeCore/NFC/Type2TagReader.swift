@@ -15,46 +15,123 @@
 /// Progress is by the bytes actually returned (some readers return 4 bytes when asked for 16); a read
 /// that returns no new byte is an error, so a reader answering 9000 with no data cannot loop.
 ///
+/// With a fast-read method (`ReaderProfile.FastRead`) the same walk reads through NTAG FAST_READ instead: the
+/// first exchange asks for pages 3-0x27 (the CC and the whole NTAG213 data area, all inside the smallest
+/// NTAG21x), later ones for up to `FastRead.maxPages` pages at once, never past the CC-declared area. Any reply
+/// that is not exactly the bytes asked for ends the fast attempt: the read starts again with READ BINARY
+/// (`fastReadUse` says so), so a bad pass-through reply can cost exchanges but never change the result.
+///
 /// Memory Control TLVs can declare reserved bytes *inside* the data area that an NDEF message skips
 /// over; that layout is not supported (NTAG21x and Ultralight C keep their lock bytes after the data
 /// area, so it does not arise on them).
 struct Type2TagReader<Transport: CardTransport> {
     /// Bytes the reader asks for per `FF B0` read (4 pages).
     static var maxReadLength: Int { 16 }
+    /// The last page of the first FAST_READ: the end of the NTAG213 data area (pages 4-39).
+    static var firstFastReadEnd: Int { 0x27 }
 
     var session: CardSession<Transport>
+    /// The pass-through to try first, if any.
+    let fastRead: ReaderProfile.FastRead?
+    /// What became of the fast attempt.
+    private(set) var fastReadUse = FastReadUse.notTried
+    /// The method in use for page reads; nil: READ BINARY.
+    private var method: ReaderProfile.FastRead?
     /// Data-area bytes held: `buffer[i]` is data offset `bufferStart + i`.
     private var buffer: [UInt8] = []
     private var bufferStart = 0
     private var areaSize = 0
 
-    init(session: CardSession<Transport>) {
+    init(session: CardSession<Transport>, fastRead: ReaderProfile.FastRead? = nil) {
         self.session = session
+        self.fastRead = fastRead
+    }
+
+    /// A step failed: the tag's answer (a read error), or a fast-read reply that is not usable.
+    private enum Attempt: Error {
+        case tag(TagReadError)
+        case fast(FastRead.Failure)
     }
 
     private var bufferEnd: Int { bufferStart + buffer.count }
 
     mutating func readNDEF() throws(TagReadError) -> NDEFLookup {
+        if let fastRead {
+            do throws(Attempt) {
+                let lookup = try readFast(fastRead)
+                fastReadUse = .used
+                return lookup
+            } catch {
+                switch error {
+                case .tag(let error): throw error
+                case .fast(let failure):
+                    fastReadUse = .fellBack(reason: failure.reason, readerRefused: failure.readerRefused)
+                }
+            }
+        }
+        method = nil
+        buffer = []
+        bufferStart = 0
+        do throws(Attempt) {
+            return try readPlain()
+        } catch {
+            switch error {
+            case .tag(let error): throw error
+            case .fast(let failure): throw .malformedResponse(during: "READ BINARY", reason: failure.reason)
+            }
+        }
+    }
+
+    private mutating func readPlain() throws(Attempt) -> NDEFLookup {
         let command = "READ BINARY pages 3-6 (FF B0 00 03 10)"
-        let first = try session.exchange([0xFF, 0xB0, 0x00, 0x03, 0x10], command)
-        guard first.isSuccess else { throw .statusWord(first.statusWord, during: command) }
+        let first = try exchange([0xFF, 0xB0, 0x00, 0x03, 0x10], command)
+        guard first.isSuccess else { throw .tag(.statusWord(first.statusWord, during: command)) }
+        return try start(ccAndData: first.data, command: command, shortIsMalformed: true)
+    }
+
+    /// The fast path: a Part 3 session around it when the method needs one, ended before any fallback.
+    private mutating func readFast(_ fastRead: ReaderProfile.FastRead) throws(Attempt) -> NDEFLookup {
+        method = fastRead
+        if fastRead == .transparentSession {
+            let reply = try exchangeRaw(FastRead.startSession, "start transparent session (FF C2 00 00 02 81 00)")
+            if case .failure(let failure) = FastRead.parseSessionReply(reply) { throw .fast(failure) }
+        }
+        let result: Result<NDEFLookup, Attempt>
+        do throws(Attempt) {
+            let data = try readPages(start: 3, count: Self.firstFastReadEnd - 3 + 1)
+            result = .success(try start(ccAndData: data, command: "FAST_READ pages 3-39", shortIsMalformed: false))
+        } catch {
+            result = .failure(error)
+        }
+        if fastRead == .transparentSession {
+            if case .failure(.tag(let error)) = result, error.isCardRemoved { return try result.get() }
+            // The answer does not matter: the read is complete (or falls back) either way.
+            _ = try exchangeRaw(FastRead.endSession, "end transparent session (FF C2 00 00 02 82 00)")
+        }
+        return try result.get()
+    }
+
+    /// Parses the CC from the first 4 bytes and keeps the data bytes after it, then walks the TLVs.
+    private mutating func start(ccAndData: [UInt8], command: String, shortIsMalformed: Bool) throws(Attempt)
+        -> NDEFLookup
+    {
         let cc: Type2CapabilityContainer
-        switch Type2CapabilityContainer.parse(Array(first.data.prefix(4))) {
+        switch Type2CapabilityContainer.parse(Array(ccAndData.prefix(4))) {
         case .valid(let parsed): cc = parsed
         case .notFormatted(let reason): return .none(reason: reason)
         case .invalid(let reason):
-            if first.data.count < 4 {
-                throw .malformedResponse(during: command, reason: reason)
+            if ccAndData.count < 4 && shortIsMalformed {
+                throw .tag(.malformedResponse(during: command, reason: reason))
             }
-            throw .badCapabilityContainer(reason)
+            throw .tag(.badCapabilityContainer(reason))
         }
         areaSize = cc.dataAreaSize
-        buffer = Array(first.data.dropFirst(4).prefix(min(12, areaSize)))
+        buffer = Array(ccAndData.dropFirst(4).prefix(areaSize))
         bufferStart = 0
         return try walkTLVs()
     }
 
-    private mutating func walkTLVs() throws(TagReadError) -> NDEFLookup {
+    private mutating func walkTLVs() throws(Attempt) -> NDEFLookup {
         var offset = 0
         while offset < areaSize {
             try ensure(offset..<(offset + 1))
@@ -71,19 +148,19 @@ struct Type2TagReader<Transport: CardTransport> {
             default:
                 break
             }
-            guard offset + 2 <= areaSize else { throw .tlvTruncated(tag: tag, offset: offset) }
+            guard offset + 2 <= areaSize else { throw .tag(.tlvTruncated(tag: tag, offset: offset)) }
             try ensure((offset + 1)..<(offset + 2))
             var length = Int(byte(at: offset + 1))
             var valueStart = offset + 2
             if length == 0xFF {
-                guard offset + 4 <= areaSize else { throw .tlvTruncated(tag: tag, offset: offset) }
+                guard offset + 4 <= areaSize else { throw .tag(.tlvTruncated(tag: tag, offset: offset)) }
                 try ensure((offset + 2)..<(offset + 4))
                 length = Int(byte(at: offset + 2)) << 8 | Int(byte(at: offset + 3))
                 valueStart = offset + 4
             }
             let available = areaSize - valueStart
             guard length <= available else {
-                throw .tlvExceedsArea(tag: tag, offset: offset, length: length, available: available)
+                throw .tag(.tlvExceedsArea(tag: tag, offset: offset, length: length, available: available))
             }
             if tag == 0x03 {
                 guard length > 0 else { return .message([]) }
@@ -104,7 +181,7 @@ struct Type2TagReader<Transport: CardTransport> {
     }
 
     /// Makes the buffer hold `range` (which the caller keeps inside the data area), reading pages as needed.
-    private mutating func ensure(_ range: Range<Int>) throws(TagReadError) {
+    private mutating func ensure(_ range: Range<Int>) throws(Attempt) {
         guard range.upperBound > bufferEnd || range.lowerBound < bufferStart else { return }
         if range.lowerBound < bufferStart || range.lowerBound > bufferEnd {
             // Not contiguous with what we hold (a skipped TLV value): restart at the page of the range.
@@ -116,20 +193,73 @@ struct Type2TagReader<Transport: CardTransport> {
             let pageOffset = bufferEnd & ~3
             let skip = bufferEnd - pageOffset
             let page = 4 + pageOffset / 4
+            if let method {
+                // Everything left in the area, as far as one exchange carries (the area size is a multiple of 8).
+                let pages = min(FastRead.maxPages(method), (areaSize - pageOffset + 3) / 4)
+                let data = try readPages(start: page, count: pages)
+                buffer.append(contentsOf: data.dropFirst(skip).prefix(areaSize - bufferEnd))
+                continue
+            }
             let length = min(Self.maxReadLength, areaSize - pageOffset)
             let apdu: [UInt8] = [
                 0xFF, 0xB0, UInt8(truncatingIfNeeded: page >> 8), UInt8(truncatingIfNeeded: page),
                 UInt8(truncatingIfNeeded: length),
             ]
             func command() -> String { "READ BINARY page \(page), \(length) bytes (\(NFCHex.bytes(apdu)))" }
-            let response = try session.exchange(apdu, command())
-            guard response.isSuccess else { throw .statusWord(response.statusWord, during: command()) }
+            let response = try exchange(apdu, command())
+            guard response.isSuccess else { throw .tag(.statusWord(response.statusWord, during: command())) }
             // Never keep bytes beyond what was asked (and so beyond the area), whatever the reader sent.
             let returned = response.data.prefix(length)
             guard returned.count > skip else {
-                throw .malformedResponse(during: command(), reason: "returned \(response.data.count) data bytes")
+                throw .tag(.malformedResponse(during: command(), reason: "returned \(response.data.count) data bytes"))
             }
             buffer.append(contentsOf: returned.dropFirst(skip))
+        }
+    }
+
+    /// One FAST_READ of `count` pages from `start` through the current method; exactly `4 * count` bytes or a
+    /// `.fast` failure.
+    private mutating func readPages(start: Int, count: Int) throws(Attempt) -> [UInt8] {
+        guard let method else { throw .fast(FastRead.Failure("no fast-read method")) }
+        let end = start + count - 1
+        guard count > 0, end <= 0xFF else { throw .fast(FastRead.Failure("page \(end) is beyond FAST_READ's range")) }
+        let tagCommand = FastRead.tagCommand(start: start, end: end)
+        let name = "FAST_READ pages \(start)-\(end)"
+        let parsed: Result<[UInt8], FastRead.Failure>
+        switch method {
+        case .inCommunicateThru:
+            let reply = try exchangeRaw(FastRead.inCommunicateThru(tagCommand), name)
+            parsed = FastRead.parseInCommunicateThru(reply, expected: 4 * count)
+        case .transparentSession:
+            let reply = try exchangeRaw(FastRead.transceive(tagCommand), name)
+            parsed = FastRead.parseTransceiveReply(reply, expected: 4 * count)
+        }
+        switch parsed {
+        case .success(let data): return data
+        case .failure(let failure):
+            throw .fast(FastRead.Failure("\(name): \(failure.reason)", readerRefused: failure.readerRefused))
+        }
+    }
+
+    private mutating func exchange(_ apdu: [UInt8], _ command: @autoclosure () -> String) throws(Attempt)
+        -> APDUResponse
+    {
+        do throws(TagReadError) {
+            return try session.exchange(apdu, command())
+        } catch {
+            throw .tag(error)
+        }
+    }
+
+    /// An exchange whose raw reply the fast-read parsers check (a 0- or 1-byte reply is their failure, unless
+    /// the transport said the card left).
+    private mutating func exchangeRaw(_ apdu: [UInt8], _ command: @autoclosure () -> String) throws(Attempt)
+        -> [UInt8]
+    {
+        do throws(TagReadError) {
+            return try session.exchangeRaw(apdu, command())
+        } catch {
+            throw .tag(error)
         }
     }
 }

@@ -403,7 +403,8 @@ class Type4Card(Card):
 
 KINDS = ("ntag213", "ntag215", "ntag216", "type4", "blank", "phone", "mifare1k")
 OPTION_KEYS = ("ndef", "url", "cc", "mle", "mlc", "size", "fault", "sw", "atr", "wait")
-FAULTS = ("short4", "remove_after", "garbage_sw", "no_uid")
+FAULTS = ("short4", "remove_after", "garbage_sw", "no_uid", "thru_short", "thru_garbage", "thru_sw")
+PERSONALITIES = ("plain", "acr122u", "part3")
 
 
 def build_card(kind, uid_hex, data_arg, options):
@@ -466,6 +467,117 @@ def build_card(kind, uid_hex, data_arg, options):
     return card, opts
 
 
+# --- reader personalities ------------------------------------------------------------------------
+def ber_length(n):
+    """BER-TLV length: 1 byte below 0x80, else 81 xx / 82 xx xx."""
+    if n < 0x80:
+        return bytes([n])
+    if n < 0x100:
+        return bytes([0x81, n])
+    return bytes([0x82, n >> 8, n & 0xFF])
+
+
+class Personality(object):
+    """What the reader itself answers before the card sees an APDU (ACR122U / PC/SC Part 3 manuals).
+
+    `plain` answers nothing itself: every FF 00 / FF C2 pseudo-APDU reaches the card, which refuses it
+    with 6A81. `acr122u` answers the LED/buzzer pseudo-APDU FF 00 40, the detect-beep setting FF 00 52
+    and the direct transmit FF 00 00 00 Lc D4 42 <tag command> (PN533 InCommunicateThru: D5 43 status
+    data). `part3` answers the PC/SC Part 3 transparent session FF C2 00 00 02 81 00 / 82 00 and the
+    transparent exchange FF C2 00 01 Lc 95 L <tag command> (C0 03 00 90 00, 97 L data). Feedback
+    commands (FF 00 40, FF 00 52) are recorded with their arrival time and not listed by `apdus`.
+    """
+
+    def __init__(self, name):
+        self.name = name
+        self.session = False
+
+    def handle(self, slot, card, apdu):
+        """The reader's answer, or None to pass the APDU to the card."""
+        if self.name == "acr122u" and len(apdu) >= 5 and apdu[0] == 0xFF and apdu[1] == 0x00:
+            if apdu[2] == 0x40:
+                slot.note_feedback(apdu)
+                if len(apdu) != 9 or apdu[4] != 0x04:
+                    return SW_READER_FAIL
+                return b"\x90\x00"  # SW1 90, SW2 = the current LED state (both off)
+            if apdu[2] == 0x52:
+                slot.note_feedback(apdu)
+                return SW_OK if len(apdu) == 5 and apdu[3] in (0x00, 0xFF) else SW_READER_FAIL
+            if apdu[2] == 0x00 and apdu[3] == 0x00 and len(apdu) == 5 + apdu[4] and apdu[5:7] == b"\xd4\x42":
+                return self.in_communicate_thru(card, apdu[7:])
+        if self.name == "part3" and len(apdu) >= 5 and apdu[0] == 0xFF and apdu[1] == 0xC2:
+            return self.transparent(card, apdu)
+        return None
+
+    def in_communicate_thru(self, card, command):
+        faults = card.faults
+        if "thru_sw" in faults:
+            return SW_READER_FAIL
+        ok, data = self.tag_exchange(card, command)
+        if not ok:
+            return b"\xd5\x43\x01" + SW_OK  # PN533 status 01: the tag did not answer a full frame
+        reply = b"\xd5\x43\x00" + data
+        if "thru_short" in faults:
+            reply = reply[:-5]
+        if "thru_garbage" in faults:
+            reply = b"\xd5\x43\x00" + bytes((b * 7 + 3) & 0xFF for b in data[:len(data) // 2 + 1])
+        return reply + SW_OK
+
+    def transparent(self, card, apdu):
+        ok_status = b"\xc0\x03\x00\x90\x00"
+        if len(apdu) != 5 + apdu[4]:
+            return SW_WRONG_LENGTH
+        body = apdu[5:]
+        if apdu[3] == 0x00:  # manage session
+            if body == b"\x81\x00":
+                self.session = True
+                return ok_status + SW_OK
+            if body == b"\x82\x00":
+                self.session = False
+                return ok_status + SW_OK
+            return b"\xc0\x03\x01\x6a\x81" + SW_OK
+        if apdu[3] != 0x01:
+            return SW_WRONG_P1P2
+        if not self.session:
+            return b"\xc0\x03\x00\x69\x86" + SW_OK  # no session: command not allowed
+        if len(body) < 2 or body[0] != 0x95 or body[1] != len(body) - 2:
+            return b"\xc0\x03\x01\x6a\x81" + SW_OK
+        if "thru_sw" in card.faults:
+            return SW_FUNC_NOT_SUPPORTED
+        ok, data = self.tag_exchange(card, body[2:])
+        if not ok:
+            return b"\xc0\x03\x01\x64\x01" + SW_OK  # no response from the tag
+        tlv = b"\x97" + ber_length(len(data)) + data
+        if "thru_short" in card.faults:
+            tlv = tlv[:-5]  # the 97 object declares more than follows
+        if "thru_garbage" in card.faults:
+            tlv = b"\x97\x82\xff\xff" + data[:3]
+        return ok_status + b"\x92\x01\x00\x96\x02\x00\x00" + tlv + SW_OK
+
+    @staticmethod
+    def tag_exchange(card, command):
+        """The tag's answer to a raw NTAG command: (True, data) or (False, None) for a NAK/no answer.
+
+        FAST_READ (3A start end): pages start..end; a start or end page the tag lacks, or end < start,
+        is a NAK (NTAG213/215/216 datasheet), and FAST_READ does not roll over. READ (30 addr): 4 pages
+        with roll-over, as FF B0 does.
+        """
+        mem = getattr(card, "mem", None)
+        if mem is None:
+            return False, None
+        pages = card.pages
+        if len(command) == 3 and command[0] == 0x3A:
+            start, end = command[1], command[2]
+            if start > end or end >= pages:
+                return False, None
+            return True, bytes(mem[start * 4:(end + 1) * 4])
+        if len(command) == 2 and command[0] == 0x30:
+            if command[1] >= pages:
+                return False, None
+            return True, bytes(mem[((command[1] + i // 4) % pages) * 4 + i % 4] for i in range(16))
+        return False, None
+
+
 # --- vpcd transport ------------------------------------------------------------------------------
 class Slot(object):
     """One virtual reader: the card lying on it and the TCP link to vpcd that makes it present.
@@ -489,6 +601,25 @@ class Slot(object):
         self.fault_removed = False
         self.tap_time = 0.0
         self.detect_time = None
+        self.personality = Personality("plain")
+        self.delay = 0.0
+        self.feedback = []  # (monotonic time, hex) of every feedback command since the tap
+
+    def note_feedback(self, apdu):
+        with self.lock:
+            self.feedback.append((time.monotonic(), apdu.hex().upper()))
+
+    def exchange(self, msg):
+        """One APDU: the per-exchange delay, then the reader's own answer or the card's."""
+        if self.delay > 0:
+            time.sleep(self.delay)
+        answer = self.personality.handle(self, self.card, msg)
+        return answer if answer is not None else self.card.execute(msg)
+
+    def feedback_report(self):
+        with self.lock:
+            return "OK %d%s" % (len(self.feedback),
+                                "".join(" %.6f:%s" % (t, a) for t, a in self.feedback))
 
     @property
     def present(self):
@@ -501,6 +632,9 @@ class Slot(object):
             raise RigError("reader %d already has a card; remove it first" % self.index)
         self.card = card
         self.remove_after = opts["faults"].get("remove_after")
+        self.personality = Personality(self.personality.name)
+        with self.lock:
+            self.feedback = []
         self.apdus = []
         self.fault_removed = False
         self.removing.clear()
@@ -634,7 +768,10 @@ class Slot(object):
                     msg, buf = buf[2:2 + n], buf[2 + n:]
                     if n > 1:
                         with self.lock:
-                            self.apdus.append(msg.hex().upper())
+                            # Feedback commands are listed by `feedback`, not `apdus` (they are not reads).
+                            if not (self.personality.name == "acr122u" and msg[:3] in
+                                    (b"\xff\x00\x40", b"\xff\x00\x52")):
+                                self.apdus.append(msg.hex().upper())
                             count = len(self.apdus)
                     if self.removing.is_set():
                         # Close instead of answering: pcscd sees the removal at this very poll
@@ -648,7 +785,7 @@ class Slot(object):
                                 % (self.index, self.remove_after, count), debug=True)
                             self.fault_removed = True
                             return "fault"  # vpcd reads EOF: SCardTransmit gets 0 bytes
-                        resp = self.card.execute(msg)
+                        resp = self.exchange(msg)
                         log("reader %d: %s -> %s" % (self.index, msg.hex().upper(),
                                                      resp.hex().upper()), debug=True)
                         self._send(sock, resp)
@@ -891,6 +1028,29 @@ class Rig(object):
         if cmd == "apdus":
             self.need(args, 1, "apdus READER")
             return self.slot(args[0]).apdu_report()
+        if cmd == "reader":
+            if len(args) < 2:
+                raise RigError("usage: reader READER plain|acr122u|part3 [delay=MS]")
+            slot = self.slot(args[0])
+            if args[1] not in PERSONALITIES:
+                raise RigError("unknown personality %r (one of %s)" % (args[1], ", ".join(PERSONALITIES)))
+            delay = 0.0
+            for item in args[2:]:
+                key, _, value = item.partition("=")
+                if key != "delay":
+                    raise RigError("unknown reader option %r (delay=MS)" % item)
+                try:
+                    delay = float(value) / 1000.0
+                except ValueError:
+                    raise RigError("delay: not a number: %r" % value)
+                if not 0 <= delay <= 1:
+                    raise RigError("delay must be 0..1000 ms")
+            slot.personality = Personality(args[1])
+            slot.delay = delay
+            return "OK reader %d %s delay_ms=%g" % (slot.index, args[1], delay * 1000)
+        if cmd == "feedback":
+            self.need(args, 1, "feedback READER")
+            return self.slot(args[0]).feedback_report()
         if cmd == "status":
             if self.pcscd.running:
                 parts = ["pcscd=running pid=%d" % self.pcscd.proc.pid]

@@ -217,6 +217,10 @@ def main():
     ap.add_argument("--url", default=PLINGS_URL, help="--rig: URL on the tag")
     ap.add_argument("--uid", default="04A1B2C3D4E5F6", help="--rig: tag UID")
     ap.add_argument("--verbose", action="store_true", help="--rig: rig logs every APDU")
+    ap.add_argument("--delay", type=float, default=0.0,
+                    help="--rig: per-exchange delay of the virtual reader in ms (models a USB reader)")
+    ap.add_argument("--personality", default="plain",
+                    help="--rig: reader personality (plain, acr122u, part3); the baseline's APDUs are the same")
     args = ap.parse_args()
 
     rig = Rig(args.verbose) if args.rig else None
@@ -227,6 +231,9 @@ def main():
         check(hr, "SCardListReaders")
         reader = readers[int(args.reader)] if args.reader.isdigit() else args.reader
         index = readers.index(reader)
+        if rig:
+            rig.send("reader %d %s delay=%g" % (index, args.personality, args.delay))
+            rig.answer()
         times, tap_times = [], []
         rnd = random.Random(1)
         for i in range(1, args.count + 1):

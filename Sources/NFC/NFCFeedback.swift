@@ -1,0 +1,235 @@
+import BridgeCore
+import Foundation
+import Logging
+import Platform
+
+/// Feedback counters for `status`: what became of the beep/LED commands and detect-beep silencing.
+public struct NFCFeedbackCounters: Sendable, Equatable {
+    /// Feedback commands the reader acknowledged.
+    public var sent = 0
+    /// Feedback for a tag that had already left (the ACR122U command needs it present): nothing shown.
+    public var tagGone = 0
+    /// Feedback the reader refused or that failed below it (escapes disabled, pcscd gone, ...).
+    public var refused = 0
+    /// Readers whose detect beep was turned off (or found off).
+    public var detectBeepSilenced = 0
+    /// The last refusal, one line.
+    public var lastProblem: String?
+
+    public init() {}
+
+    /// The counters as a JSON object for `status.json`.
+    public var json: JSONValue {
+        .object([
+            ("sent", .integer(sent)), ("tagGone", .integer(tagGone)), ("refused", .integer(refused)),
+            ("detectBeepSilenced", .integer(detectBeepSilenced)),
+            ("lastProblem", lastProblem.map(JSONValue.string) ?? .null),
+        ])
+    }
+}
+
+/// Sends beep/LED feedback and detect-beep silencing on a thread of its own, with its own PC/SC context, so
+/// neither the reads (the monitor thread, blocked in `SCardGetStatusChange` on its context) nor the commits wait
+/// for a reader's LED sequence. A job for a tag that left, or one the reader refuses, is counted and logged at
+/// debug level; it never touches a read.
+final class NFCFeedback: Sendable {
+    struct Job: Sendable {
+        var reader: String
+        var profile: ReaderProfile
+        /// The pattern to show; nil for a silence-only job.
+        var pattern: FeedbackPattern?
+        /// Silence the detect beep first (the first tap on a reader, with `nfc.silenceDetectBeep`).
+        var silence: Bool
+    }
+
+    private struct State: Sendable {
+        var jobs: [Job] = []
+        var started = false
+        var stopping = false
+        var finished = false
+        var counters = NFCFeedbackCounters()
+    }
+
+    /// The queue and counters; its condition wakes the feedback thread and `stop()`.
+    private let state = Monitor(State())
+    private let logger: Logger
+
+    init(logger: Logger) {
+        self.logger = logger
+    }
+
+    var counters: NFCFeedbackCounters { state.withLock { $0.counters } }
+
+    /// Queues a job; starts the thread on first use.
+    func enqueue(_ job: Job) {
+        let start = state.update { s -> Bool in
+            guard !s.stopping else { return false }
+            s.jobs.append(job)
+            defer { s.started = true }
+            return !s.started
+        }
+        if start {
+            let thread = Thread { [self] in run() }
+            thread.name = "nfc-feedback"
+            thread.start()
+        }
+    }
+
+    /// Ends the thread after the job in progress (queued jobs are dropped: the service is stopping); waits at
+    /// most 2 s (an ACR122U answers its LED command only when the blinking is over).
+    func stop() {
+        let running = state.update { s -> Bool in
+            s.stopping = true
+            s.jobs = []
+            return s.started && !s.finished
+        }
+        guard running else { return }
+        state.wait(until: MonotonicClock.deadline(after: 2)) { $0.finished }
+    }
+
+    private func run() {
+        var context: PCSCContext?
+        var runners: [String: FeedbackRunner] = [:]
+        defer {
+            context?.release()
+            state.update { $0.finished = true }
+        }
+        while true {
+            var next: Job?
+            state.wait { s in
+                if s.stopping { return true }
+                guard !s.jobs.isEmpty else { return false }
+                next = s.jobs.removeFirst()
+                return true
+            }
+            guard let job = next else { return }
+            if context == nil { context = try? PCSCContext.establish() }
+            guard let live = context else {
+                count(job, .refused("pcscd not reachable for feedback"))
+                continue
+            }
+            var runner = runners[job.reader] ?? FeedbackRunner()
+            var channel = PCSCControlChannel(context: live, reader: job.reader)
+            if job.silence {
+                let delivery = runner.silenceDetectBeep(profile: job.profile, channel: &channel)
+                noteSilence(job, delivery)
+            }
+            if let pattern = job.pattern {
+                count(job, runner.send(pattern, profile: job.profile, channel: &channel))
+            }
+            channel.close()
+            runners[job.reader] = runner
+            if channel.contextLost {
+                context?.release()
+                context = nil
+            }
+        }
+    }
+
+    private func count(_ job: Job, _ delivery: FeedbackDelivery) {
+        state.withLock { s in
+            switch delivery {
+            case .sent: s.counters.sent += 1
+            case .skipped: break
+            case .tagGone: s.counters.tagGone += 1
+            case .refused(let reason):
+                s.counters.refused += 1
+                s.counters.lastProblem = "\(job.reader): \(reason)"
+            }
+        }
+        switch delivery {
+        case .tagGone:
+            logger.debug("NFC feedback not shown: the tag had left", [("reader", job.reader)])
+        case .refused(let reason):
+            logger.debug("NFC feedback refused", [("reader", job.reader), ("error", reason)])
+        case .sent, .skipped:
+            break
+        }
+    }
+
+    /// One line per reader (the monitor asks once per reader per run).
+    private func noteSilence(_ job: Job, _ delivery: FeedbackDelivery) {
+        switch delivery {
+        case .sent, .skipped:
+            state.withLock { $0.counters.detectBeepSilenced += 1 }
+            logger.info(
+                delivery == .sent ? "NFC reader detect beep turned off" : "NFC reader detect beep already off",
+                [("reader", job.reader), ("profile", job.profile.rawValue)])
+        case .tagGone:
+            logger.warn(
+                "NFC reader detect beep not turned off: the tag left first (asked again when the reader is re-attached)",
+                [("reader", job.reader)])
+        case .refused(let reason):
+            logger.warn(
+                "NFC reader detect beep not turned off: the reader refused",
+                [("reader", job.reader), ("error", reason)])
+        }
+    }
+}
+
+/// `ReaderControlChannel` over PC/SC: a shared connection to the card for pseudo-APDUs, a direct connection to
+/// the reader for escapes, each opened on first use and closed by `close()`.
+struct PCSCControlChannel: ReaderControlChannel {
+    let context: PCSCContext
+    let reader: String
+    private var card: PCSCCard?
+    private var direct: PCSCCard?
+    /// pcscd went away during a command: the owner drops the context.
+    private(set) var contextLost = false
+
+    init(context: PCSCContext, reader: String) {
+        self.context = context
+        self.reader = reader
+    }
+
+    mutating func transmit(_ apdu: [UInt8]) throws(CardTransportError) -> [UInt8] {
+        do throws(PCSCError) {
+            let connected: PCSCCard
+            if let card {
+                connected = card
+            } else {
+                connected = try context.connect(reader: reader)
+                card = connected
+            }
+            return try connected.transmit(apdu)
+        } catch {
+            throw map(error)
+        }
+    }
+
+    mutating func control(code: UInt32, _ command: [UInt8]) throws(CardTransportError) -> [UInt8] {
+        do throws(PCSCError) {
+            let connected: PCSCCard
+            if let direct {
+                connected = direct
+            } else {
+                connected = try context.connect(reader: reader, direct: true)
+                direct = connected
+            }
+            return try connected.control(code: code, command)
+        } catch {
+            throw map(error)
+        }
+    }
+
+    func pause(milliseconds: Int) {
+        Thread.sleep(forTimeInterval: Double(milliseconds) / 1000)
+    }
+
+    mutating func close() {
+        card?.disconnect()
+        direct?.disconnect()
+        card = nil
+        direct = nil
+    }
+
+    private mutating func map(_ error: PCSCError) -> CardTransportError {
+        if error.isCardGone { return .cardRemoved }
+        if [PCSCError.noService, PCSCError.serviceStopped, PCSCError.commError, PCSCError.invalidHandle].contains(
+            error.code)
+        {
+            contextLost = true
+        }
+        return .failed(error.description)
+    }
+}
