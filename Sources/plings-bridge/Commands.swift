@@ -340,14 +340,15 @@ struct CLI {
                         return n
                     } ?? 0
                 let records = try existing?.list(state: state, limit: limit) ?? []
-                // Each sink's state beside the API's (`state`): {"mqtt": "pending"}; absent for scans captured
-                // before the sink was configured.
+                // Each sink's state beside the API's (`state`): {"mqtt": "pending"}; the member is left out when no
+                // sink has the scan (no sink configured, or captured before one was), so the line stays the record
+                // `scan` printed.
                 let sinks = try existing?.sinkStates(ids: records.map(\.id)) ?? [:]
                 if args.json {
                     for record in records {
                         var json = record.json()
-                        if case .object(var members) = json {
-                            let states = sinks[record.id] ?? [:]
+                        let states = sinks[record.id] ?? [:]
+                        if !states.isEmpty, case .object(var members) = json {
                             members.append(
                                 (
                                     "sinks",
