@@ -1,5 +1,5 @@
 import Foundation
-import Synchronization
+import Platform
 
 /// `doctor`'s broker check: connect, log in, publish one QoS 1 message to the device's doctor topic and wait for
 /// its PUBACK, all within `timeout`, on the calling thread (a CLI command; nothing else runs).
