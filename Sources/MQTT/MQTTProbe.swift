@@ -22,12 +22,12 @@ public enum MQTTProbe {
         } catch {
             return .unreachable(error.description)
         }
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = MonotonicClock.deadline(after: timeout)
         var rc = client.connect(host: settings.host, port: settings.port, keepalive: 10)
         guard MQTTClient.isSuccess(rc) else { return .unreachable(MQTTClient.describe(rc)) }
         var mid: Int32?
         defer { client.disconnect() }
-        while Date() < deadline {
+        while MonotonicClock.now() < deadline {
             rc = client.loop(timeoutMilliseconds: 200)
             for event in events.withLock({ e in
                 defer { e.removeAll() }; return e
