@@ -26,59 +26,190 @@ public struct ConfigLoader {
         case feedbackPattern
     }
 
+    /// One configuration key: its dotted path, its type and bounds, and where a checked value lands in
+    /// `BridgeConfig`. The table below is the only place a key is named, so a key cannot be parsed and then
+    /// silently ignored.
+    public struct Key: Sendable {
+        public let path: String
+        public let kind: Kind
+        /// Checks `value` against the kind (and any rule of its own) and stores it; `origin` names the source.
+        let store:
+            @Sendable (_ config: inout BridgeConfig, _ value: JSONValue, _ origin: String) throws(ConfigError) -> Void
+    }
+
     /// Every key, by dotted path. Objects are implied by the paths.
-    public static let schema: [(path: String, kind: Kind)] = [
-        ("api.url", .optionalString),
-        ("api.tokenFile", .optionalString),
-        ("api.document", .string),
-        ("api.timeout", .number(min: 0.1, max: 600)),
-        ("api.concurrency", .integer(min: 1, max: 64)),
-        ("api.allowInsecureHTTP", .bool),
-        ("spool.path", .optionalString),
-        ("spool.synchronous", .choice(BridgeConfig.Synchronous.allCases.map(\.rawValue))),
-        ("spool.deliveredRetention", .number(min: 0, max: 10 * 365 * 86_400)),
-        ("nfc.enabled", .bool),
-        ("nfc.readers", .stringList),
-        ("nfc.debounce", .number(min: 0, max: 3600)),
-        ("nfc.profiles", .readerProfiles),
-        ("nfc.feedback.enabled", .bool),
-        ("nfc.feedback.accepted", .feedbackPattern),
-        ("nfc.feedback.unrecognized", .feedbackPattern),
-        ("nfc.feedback.failed", .feedbackPattern),
-        ("nfc.silenceDetectBeep", .bool),
-        ("hid.enabled", .bool),
-        ("hid.grab", .bool),
-        ("hid.layout", .string),
-        ("hid.variant", .optionalString),
-        ("hid.suffix", .choice(BridgeConfig.HID.Suffix.allCases.map(\.rawValue))),
-        ("hid.maxLineLength", .integer(min: 1, max: 65_536)),
-        ("hid.interKeyTimeout", .number(min: 0.01, max: 60)),
-        ("hid.debounce", .number(min: 0, max: 3600)),
-        ("hid.match", .scannerMatches),
-        ("location.enabled", .bool),
-        ("location.gpsd", .string),
-        ("location.maxFixAge", .number(min: 0.1, max: 86_400)),
-        ("location.minMode", .integer(min: 2, max: 3)),
-        ("location.fixed", .fixedLocation),
-        ("location.timeFromGPS", .bool),
-        ("metrics.textfile", .optionalString),
-        ("metrics.interval", .number(min: 1, max: 3600)),
-        ("mqtt.url", .optionalString),
-        ("mqtt.allowInsecure", .bool),
-        ("mqtt.site", .string),
-        ("mqtt.deviceId", .optionalString),
-        ("mqtt.topicPrefix", .string),
-        ("mqtt.usernameFile", .optionalString),
-        ("mqtt.passwordFile", .optionalString),
-        ("mqtt.caFile", .optionalString),
-        ("mqtt.certFile", .optionalString),
-        ("mqtt.keyFile", .optionalString),
-        ("mqtt.keepalive", .integer(min: 5, max: 3600)),
-        ("mqtt.maxInflight", .integer(min: 1, max: 65_535)),
-        ("hosts", .stringList),
+    public static let schema: [Key] = [
+        optionalText("api.url", \.api.url),
+        optionalText("api.tokenFile", \.api.tokenFile),
+        text("api.document", \.api.document),
+        number("api.timeout", 0.1...600, \.api.timeout),
+        integer("api.concurrency", 1...64, \.api.concurrency),
+        flag("api.allowInsecureHTTP", \.api.allowInsecureHTTP),
+        optionalText("spool.path", \.spool.path),
+        choice("spool.synchronous", \.spool.synchronous),
+        number("spool.deliveredRetention", 0...(10 * 365 * 86_400), \.spool.deliveredRetention),
+        flag("nfc.enabled", \.nfc.enabled),
+        list("nfc.readers", \.nfc.readers),
+        number("nfc.debounce", 0...3600, \.nfc.debounce),
+        structured("nfc.profiles", .readerProfiles, \.nfc.profiles, readerProfiles),
+        flag("nfc.feedback.enabled", \.nfc.feedback.enabled),
+        structured("nfc.feedback.accepted", .feedbackPattern, \.nfc.feedback.accepted, feedbackPattern),
+        structured("nfc.feedback.unrecognized", .feedbackPattern, \.nfc.feedback.unrecognized, feedbackPattern),
+        structured("nfc.feedback.failed", .feedbackPattern, \.nfc.feedback.failed, feedbackPattern),
+        flag("nfc.silenceDetectBeep", \.nfc.silenceDetectBeep),
+        flag("hid.enabled", \.hid.enabled),
+        flag("hid.grab", \.hid.grab),
+        text("hid.layout", \.hid.layout),
+        optionalText("hid.variant", \.hid.variant),
+        choice("hid.suffix", \.hid.suffix),
+        integer("hid.maxLineLength", 1...65_536, \.hid.maxLineLength),
+        number("hid.interKeyTimeout", 0.01...60, \.hid.interKeyTimeout),
+        number("hid.debounce", 0...3600, \.hid.debounce),
+        structured("hid.match", .scannerMatches, \.hid.match, scannerMatches),
+        flag("location.enabled", \.location.enabled),
+        text("location.gpsd", \.location.gpsd) {
+            HostPort.parse($0) == nil ? "expected HOST:PORT, got '\($0.prefix(64))'" : nil
+        },
+        number("location.maxFixAge", 0.1...86_400, \.location.maxFixAge),
+        integer("location.minMode", 2...3, \.location.minMode),
+        structured("location.fixed", .fixedLocation, \.location.fixed, fixedLocation),
+        flag("location.timeFromGPS", \.location.timeFromGPS),
+        optionalText("metrics.textfile", \.metrics.textfile),
+        number("metrics.interval", 1...3600, \.metrics.interval),
+        optionalText("mqtt.url", \.mqtt.url),
+        flag("mqtt.allowInsecure", \.mqtt.allowInsecure),
+        text("mqtt.site", \.mqtt.site) { topicProblem($0, allowLevels: false) },
+        optionalText("mqtt.deviceId", \.mqtt.deviceId) { topicProblem($0, allowLevels: false) },
+        text("mqtt.topicPrefix", \.mqtt.topicPrefix) { topicProblem($0, allowLevels: true) },
+        optionalText("mqtt.usernameFile", \.mqtt.usernameFile),
+        optionalText("mqtt.passwordFile", \.mqtt.passwordFile),
+        optionalText("mqtt.caFile", \.mqtt.caFile),
+        optionalText("mqtt.certFile", \.mqtt.certFile),
+        optionalText("mqtt.keyFile", \.mqtt.keyFile),
+        integer("mqtt.keepalive", 5...3600, \.mqtt.keepalive),
+        integer("mqtt.maxInflight", 1...65_535, \.mqtt.maxInflight),
+        list("hosts", \.hosts, ifEmpty: "at least one host is needed") { $0.lowercased() },
     ]
 
-    static let kinds: [String: Kind] = Dictionary(uniqueKeysWithValues: schema.map { ($0.path, $0.kind) })
+    // MARK: Kinds of key: each checks its JSON value once and stores it through a key path.
+
+    /// The field a key sets (a key path literal, Sendable as it captures nothing: SE-0418).
+    public typealias Field<Value> = WritableKeyPath<BridgeConfig, Value> & Sendable
+
+    static func fail(_ origin: String, _ expected: String, _ value: JSONValue) -> ConfigError {
+        ConfigError("\(origin): expected \(expected), got \(value.typeName)")
+    }
+
+    static func flag(_ path: String, _ field: Field<Bool>) -> Key {
+        Key(path: path, kind: .bool) {
+            (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
+            guard let b = value.boolValue else { throw fail(origin, "true or false", value) }
+            config[keyPath: field] = b
+        }
+    }
+
+    static func number(_ path: String, _ range: ClosedRange<Double>, _ field: Field<Double>) -> Key {
+        Key(path: path, kind: .number(min: range.lowerBound, max: range.upperBound)) {
+            (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
+            guard let d = value.doubleValue else { throw fail(origin, "a number of seconds", value) }
+            guard range.contains(d) else {
+                throw ConfigError("\(origin): \(d) is outside \(range.lowerBound)...\(range.upperBound)")
+            }
+            config[keyPath: field] = d
+        }
+    }
+
+    static func integer(_ path: String, _ range: ClosedRange<Int>, _ field: Field<Int>) -> Key {
+        Key(path: path, kind: .integer(min: range.lowerBound, max: range.upperBound)) {
+            (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
+            guard case .integer(let i) = value else { throw fail(origin, "a whole number", value) }
+            guard range.contains(i) else {
+                throw ConfigError("\(origin): \(i) is outside \(range.lowerBound)...\(range.upperBound)")
+            }
+            config[keyPath: field] = i
+        }
+    }
+
+    /// A non-empty string; `problem` returns why a value is refused, or nil.
+    static func text(
+        _ path: String, _ field: Field<String>, problem: (@Sendable (String) -> String?)? = nil
+    ) -> Key {
+        Key(path: path, kind: .string) {
+            (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
+            guard let s = value.stringValue, !s.isEmpty else { throw fail(origin, "a non-empty string", value) }
+            if let why = problem?(s) { throw ConfigError("\(origin): \(why)") }
+            config[keyPath: field] = s
+        }
+    }
+
+    /// A string, or null (an empty string too) for "not set".
+    static func optionalText(
+        _ path: String, _ field: Field<String?>, problem: (@Sendable (String) -> String?)? = nil
+    ) -> Key {
+        Key(path: path, kind: .optionalString) {
+            (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
+            if value.isNull {
+                config[keyPath: field] = nil
+                return
+            }
+            guard let s = value.stringValue else { throw fail(origin, "a string or null", value) }
+            if !s.isEmpty, let why = problem?(s) { throw ConfigError("\(origin): \(why)") }
+            config[keyPath: field] = s.isEmpty ? nil : s
+        }
+    }
+
+    static func choice<Choice: RawRepresentable<String> & CaseIterable>(_ path: String, _ field: Field<Choice>) -> Key {
+        let names = Choice.allCases.map(\.rawValue)
+        return Key(path: path, kind: .choice(names)) {
+            (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
+            guard let s = value.stringValue, let chosen = Choice(rawValue: s) else {
+                throw ConfigError(
+                    "\(origin): expected one of \(names.joined(separator: ", ")), got \(value.encoded().prefix(64))")
+            }
+            config[keyPath: field] = chosen
+        }
+    }
+
+    /// An array of non-empty strings, each passed through `transform`; `ifEmpty` refuses an empty array.
+    static func list(
+        _ path: String, _ field: Field<[String]>, ifEmpty: String? = nil,
+        transform: @escaping @Sendable (String) -> String = { $0 }
+    ) -> Key {
+        Key(path: path, kind: .stringList) {
+            (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
+            guard case .array(let items) = value else { throw fail(origin, "an array of strings", value) }
+            var strings: [String] = []
+            for item in items {
+                guard let s = item.stringValue, !s.isEmpty else {
+                    throw ConfigError("\(origin): expected an array of non-empty strings, found \(item.typeName)")
+                }
+                strings.append(transform(s))
+            }
+            if let ifEmpty, strings.isEmpty { throw ConfigError("\(origin): \(ifEmpty)") }
+            config[keyPath: field] = strings
+        }
+    }
+
+    /// A key with its own JSON shape, read by `parse`.
+    static func structured<Value>(
+        _ path: String, _ kind: Kind, _ field: Field<Value>,
+        _ parse: @escaping @Sendable (JSONValue, String) throws(ConfigError) -> Value
+    ) -> Key {
+        Key(path: path, kind: kind) {
+            (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
+            config[keyPath: field] = try parse(value, origin)
+        }
+    }
+
+    static func feedbackPattern(_ value: JSONValue, origin: String) throws(ConfigError) -> FeedbackPattern {
+        guard let s = value.stringValue else { throw fail(origin, "a pattern string like \"green 1x100\"", value) }
+        switch FeedbackPattern.parse(s) {
+        case .success(let parsed): return parsed
+        case .failure(let error): throw ConfigError("\(origin): \(error.message)")
+        }
+    }
+
+    static let keys: [String: Key] = Dictionary(uniqueKeysWithValues: schema.map { ($0.path, $0) })
 
     /// Environment variables that are not config keys but are ours all the same.
     public static let reservedEnvironment: Set<String> = ["PLINGS_BRIDGE_API_TOKEN", "PLINGS_BRIDGE_CONFIG"]
@@ -122,8 +253,8 @@ public struct ConfigLoader {
             guard seen.insert(key).inserted else {
                 throw ConfigError("config key '\(path)' appears twice in \(origin)")
             }
-            if let kind = ConfigLoader.kinds[path] {
-                try set(path, kind: kind, value: child, origin: "config key '\(path)' in \(origin)")
+            if let key = ConfigLoader.keys[path] {
+                try key.store(&config, child, "config key '\(path)' in \(origin)")
             } else if ConfigLoader.schema.contains(where: { $0.path.hasPrefix(path + ".") }) {
                 guard case .object = child else {
                     throw ConfigError("config key '\(path)' in \(origin): expected an object, got \(child.typeName)")
@@ -141,29 +272,29 @@ public struct ConfigLoader {
             uniqueKeysWithValues: ConfigLoader.schema.map { (ConfigLoader.environmentName(for: $0.path), $0) })
         for name in environment.keys.sorted() where name.hasPrefix("PLINGS_BRIDGE_") {
             if ConfigLoader.reservedEnvironment.contains(name) { continue }
-            guard let (path, kind) = byName[name], let text = environment[name] else {
+            guard let key = byName[name], let text = environment[name] else {
                 throw ConfigError("unknown environment variable \(name)")
             }
-            try setText(path, kind: kind, text: text, origin: "environment variable \(name)")
+            try setText(key, text: text, origin: "environment variable \(name)")
         }
     }
 
     /// Applies one flag's value to a key, e.g. `--gpsd 127.0.0.1:2948` to `location.gpsd`.
     public mutating func applyFlag(_ flag: String, path: String, text: String) throws(ConfigError) {
-        guard let kind = ConfigLoader.kinds[path] else { throw ConfigError("internal: flag \(flag) maps to no key") }
-        try setText(path, kind: kind, text: text, origin: "flag \(flag)")
+        guard let key = ConfigLoader.keys[path] else { throw ConfigError("internal: flag \(flag) maps to no key") }
+        try setText(key, text: text, origin: "flag \(flag)")
     }
 
     /// Applies a flag that sets a key to a JSON value (`--no-nfc` sets `nfc.enabled` to false).
     public mutating func applyFlag(_ flag: String, path: String, value: JSONValue) throws(ConfigError) {
-        guard let kind = ConfigLoader.kinds[path] else { throw ConfigError("internal: flag \(flag) maps to no key") }
-        try set(path, kind: kind, value: value, origin: "flag \(flag)")
+        guard let key = ConfigLoader.keys[path] else { throw ConfigError("internal: flag \(flag) maps to no key") }
+        try key.store(&config, value, "flag \(flag)")
     }
 
     /// Converts text (environment or flag) to a JSON value of the key's type, then sets it.
-    private mutating func setText(_ path: String, kind: Kind, text: String, origin: String) throws(ConfigError) {
+    private mutating func setText(_ key: Key, text: String, origin: String) throws(ConfigError) {
         let value: JSONValue
-        switch kind {
+        switch key.kind {
         case .bool:
             switch text.lowercased() {
             case "1", "true", "yes", "on": value = .bool(true)
@@ -202,75 +333,7 @@ public struct ConfigLoader {
         case .readerProfiles:
             throw ConfigError("\(origin): reader profiles can only be set in the config file")
         }
-        try set(path, kind: kind, value: value, origin: origin)
-    }
-
-    private mutating func set(_ path: String, kind: Kind, value: JSONValue, origin: String) throws(ConfigError) {
-        func fail(_ expected: String) -> ConfigError {
-            ConfigError("\(origin): expected \(expected), got \(value.typeName)")
-        }
-        switch kind {
-        case .bool:
-            guard let b = value.boolValue else { throw fail("true or false") }
-            assign(path, bool: b)
-        case .number(let min, let max):
-            guard let d = value.doubleValue else { throw fail("a number of seconds") }
-            guard d >= min && d <= max else { throw ConfigError("\(origin): \(d) is outside \(min)...\(max)") }
-            assign(path, number: d)
-        case .integer(let min, let max):
-            guard case .integer(let i) = value else { throw fail("a whole number") }
-            guard i >= min && i <= max else { throw ConfigError("\(origin): \(i) is outside \(min)...\(max)") }
-            assign(path, integer: i)
-        case .string:
-            guard let s = value.stringValue, !s.isEmpty else { throw fail("a non-empty string") }
-            try assign(path, string: s, origin: origin)
-        case .optionalString:
-            if value.isNull {
-                try assign(path, string: nil, origin: origin)
-            } else {
-                guard let s = value.stringValue else { throw fail("a string or null") }
-                try assign(path, string: s.isEmpty ? nil : s, origin: origin)
-            }
-        case .choice(let choices):
-            guard let s = value.stringValue, choices.contains(s) else {
-                throw ConfigError(
-                    "\(origin): expected one of \(choices.joined(separator: ", ")), got \(value.encoded().prefix(64))")
-            }
-            try assign(path, string: s, origin: origin)
-        case .stringList:
-            guard case .array(let items) = value else { throw fail("an array of strings") }
-            var strings: [String] = []
-            for item in items {
-                guard let s = item.stringValue, !s.isEmpty else {
-                    throw ConfigError("\(origin): expected an array of non-empty strings, found \(item.typeName)")
-                }
-                strings.append(s)
-            }
-            assign(path, list: strings)
-            if path == "hosts", strings.isEmpty { throw ConfigError("\(origin): at least one host is needed") }
-        case .fixedLocation:
-            if value.isNull {
-                config.location.fixed = nil
-                return
-            }
-            config.location.fixed = try ConfigLoader.fixedLocation(value, origin: origin)
-        case .scannerMatches:
-            config.hid.match = try ConfigLoader.scannerMatches(value, origin: origin)
-        case .readerProfiles:
-            config.nfc.profiles = try ConfigLoader.readerProfiles(value, origin: origin)
-        case .feedbackPattern:
-            guard let s = value.stringValue else { throw fail("a pattern string like \"green 1x100\"") }
-            let pattern: FeedbackPattern
-            switch FeedbackPattern.parse(s) {
-            case .success(let parsed): pattern = parsed
-            case .failure(let error): throw ConfigError("\(origin): \(error.message)")
-            }
-            switch path {
-            case "nfc.feedback.accepted": config.nfc.feedback.accepted = pattern
-            case "nfc.feedback.unrecognized": config.nfc.feedback.unrecognized = pattern
-            default: config.nfc.feedback.failed = pattern
-            }
-        }
+        try key.store(&config, value, origin)
     }
 
     /// `nfc.profiles`: `[{"reader": "<substring of the PC/SC name>", "profile": "acr122u"}, ...]`.
@@ -295,7 +358,9 @@ public struct ConfigLoader {
         return rules
     }
 
-    static func fixedLocation(_ value: JSONValue, origin: String) throws(ConfigError) -> LocationFix {
+    /// `location.fixed`: `{"latitude": .., "longitude": .., "accuracy": ..}`, or null for none.
+    static func fixedLocation(_ value: JSONValue, origin: String) throws(ConfigError) -> LocationFix? {
+        if value.isNull { return nil }
         guard case .object(let members) = value else {
             throw ConfigError("\(origin): expected an object with latitude and longitude, got \(value.typeName)")
         }
@@ -361,78 +426,6 @@ public struct ConfigLoader {
         return matches
     }
 
-    private mutating func assign(_ path: String, bool: Bool) {
-        switch path {
-        case "api.allowInsecureHTTP": config.api.allowInsecureHTTP = bool
-        case "nfc.enabled": config.nfc.enabled = bool
-        case "nfc.feedback.enabled": config.nfc.feedback.enabled = bool
-        case "nfc.silenceDetectBeep": config.nfc.silenceDetectBeep = bool
-        case "hid.enabled": config.hid.enabled = bool
-        case "hid.grab": config.hid.grab = bool
-        case "location.enabled": config.location.enabled = bool
-        case "location.timeFromGPS": config.location.timeFromGPS = bool
-        case "mqtt.allowInsecure": config.mqtt.allowInsecure = bool
-        default: break
-        }
-    }
-
-    private mutating func assign(_ path: String, number: Double) {
-        switch path {
-        case "api.timeout": config.api.timeout = number
-        case "spool.deliveredRetention": config.spool.deliveredRetention = number
-        case "nfc.debounce": config.nfc.debounce = number
-        case "hid.interKeyTimeout": config.hid.interKeyTimeout = number
-        case "hid.debounce": config.hid.debounce = number
-        case "location.maxFixAge": config.location.maxFixAge = number
-        case "metrics.interval": config.metrics.interval = number
-        default: break
-        }
-    }
-
-    private mutating func assign(_ path: String, integer: Int) {
-        switch path {
-        case "api.concurrency": config.api.concurrency = integer
-        case "hid.maxLineLength": config.hid.maxLineLength = integer
-        case "location.minMode": config.location.minMode = integer
-        case "mqtt.keepalive": config.mqtt.keepalive = integer
-        case "mqtt.maxInflight": config.mqtt.maxInflight = integer
-        default: break
-        }
-    }
-
-    private mutating func assign(_ path: String, string: String?, origin: String) throws(ConfigError) {
-        switch path {
-        case "api.url": config.api.url = string
-        case "api.tokenFile": config.api.tokenFile = string
-        case "api.document": config.api.document = string ?? GraphQLRequestBody.defaultDocument
-        case "spool.path": config.spool.path = string
-        case "spool.synchronous": config.spool.synchronous = string.flatMap(BridgeConfig.Synchronous.init) ?? .full
-        case "hid.layout": config.hid.layout = string ?? "us"
-        case "hid.variant": config.hid.variant = string
-        case "hid.suffix": config.hid.suffix = string.flatMap(BridgeConfig.HID.Suffix.init) ?? .enter
-        case "location.gpsd":
-            guard let s = string, HostPort.parse(s) != nil else {
-                throw ConfigError("\(origin): expected HOST:PORT, got '\((string ?? "").prefix(64))'")
-            }
-            config.location.gpsd = s
-        case "metrics.textfile": config.metrics.textfile = string
-        case "mqtt.url": config.mqtt.url = string
-        case "mqtt.site", "mqtt.deviceId", "mqtt.topicPrefix":
-            if let s = string, let problem = ConfigLoader.topicProblem(s, allowLevels: path == "mqtt.topicPrefix") {
-                throw ConfigError("\(origin): \(problem)")
-            }
-            if path == "mqtt.site" { config.mqtt.site = string ?? "default" }
-            if path == "mqtt.deviceId" { config.mqtt.deviceId = string }
-            if path == "mqtt.topicPrefix" { config.mqtt.topicPrefix = string ?? "plings" }
-        case "mqtt.usernameFile": config.mqtt.usernameFile = string
-        case "mqtt.passwordFile": config.mqtt.passwordFile = string
-        case "mqtt.caFile": config.mqtt.caFile = string
-        case "mqtt.certFile": config.mqtt.certFile = string
-        case "mqtt.keyFile": config.mqtt.keyFile = string
-        default: break
-        }
-    }
-
     /// Why `text` cannot be part of an MQTT topic name (MQTT 3.1.1/5.0 section 4.7: no wildcards, no NUL; our own
     /// levels must not be empty or split further unless `allowLevels`), or nil.
     static func topicProblem(_ text: String, allowLevels: Bool) -> String? {
@@ -444,14 +437,6 @@ public struct ConfigLoader {
             return "'\(text.prefix(64))' must not start or end with '/' or contain an empty level"
         }
         return nil
-    }
-
-    private mutating func assign(_ path: String, list: [String]) {
-        switch path {
-        case "nfc.readers": config.nfc.readers = list
-        case "hosts": config.hosts = list.map { $0.lowercased() }
-        default: break
-        }
     }
 }
 
