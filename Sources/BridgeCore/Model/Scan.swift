@@ -14,26 +14,47 @@ public enum ScanState: String, Sendable, CaseIterable {
 
 /// A scan ready to be committed to the spool: the read plus what the pipeline decided about it.
 public struct NewScan: Sendable, Equatable {
+    /// What the pipeline decided: a scan to deliver, or a read kept for inspection and never sent.
+    public enum Verdict: Sendable, Equatable {
+        /// A Plings identifier with its resolveIdentifier input JSON (docs/contracts.md, "resolveIdentifier input").
+        case pending(identifier: String, input: String)
+        /// Not a Plings URL (or no URL at all), and why.
+        case unrecognized(reason: String)
+    }
+
     /// UUID, lower case; also the delivery's `Idempotency-Key`.
     public var id: String
     public var read: Read
-    public var state: ScanState
-    /// The identifier, for per-identifier ordering; nil when unrecognized.
-    public var identifier: String?
-    /// The resolveIdentifier input JSON (docs/contracts.md, "resolveIdentifier input"); nil when unrecognized.
-    public var inputJSON: String?
-    /// Why the read is unrecognized; nil otherwise.
-    public var reason: String?
+    public var verdict: Verdict
 
-    public init(
-        id: String, read: Read, state: ScanState, identifier: String?, inputJSON: String?, reason: String?
-    ) {
+    public init(id: String, read: Read, verdict: Verdict) {
         self.id = id
         self.read = read
-        self.state = state
-        self.identifier = identifier
-        self.inputJSON = inputJSON
-        self.reason = reason
+        self.verdict = verdict
+    }
+
+    /// The spool state the scan is committed in.
+    public var state: ScanState {
+        if case .pending = verdict { return .pending }
+        return .unrecognized
+    }
+
+    /// The identifier, for per-identifier ordering; nil when unrecognized.
+    public var identifier: String? {
+        if case .pending(let identifier, _) = verdict { return identifier }
+        return nil
+    }
+
+    /// The resolveIdentifier input JSON; nil when unrecognized.
+    public var inputJSON: String? {
+        if case .pending(_, let input) = verdict { return input }
+        return nil
+    }
+
+    /// Why the read is unrecognized; nil when pending.
+    public var reason: String? {
+        if case .unrecognized(let reason) = verdict { return reason }
+        return nil
     }
 }
 
@@ -48,17 +69,15 @@ public struct ScanBuilder: Sendable {
     ///   - id: the scan id; a new random UUID unless given (tests).
     public func build(_ read: Read, fix: LocationFix?, id: String = UUID().uuidString.lowercased()) -> NewScan {
         if let why = read.noURLReason {
-            return NewScan(id: id, read: read, state: .unrecognized, identifier: nil, inputJSON: nil, reason: why)
+            return NewScan(id: id, read: read, verdict: .unrecognized(reason: why))
         }
         switch parser.parse(read.raw) {
         case .success(let identifier):
             let input = ResolveIdentifierInput.build(identifier, time: read.time, fix: fix)
             return NewScan(
-                id: id, read: read, state: .pending, identifier: identifier.identifier, inputJSON: input.encoded(),
-                reason: nil)
+                id: id, read: read, verdict: .pending(identifier: identifier.identifier, input: input.encoded()))
         case .failure(let reason):
-            return NewScan(
-                id: id, read: read, state: .unrecognized, identifier: nil, inputJSON: nil, reason: reason.description)
+            return NewScan(id: id, read: read, verdict: .unrecognized(reason: reason.description))
         }
     }
 }
