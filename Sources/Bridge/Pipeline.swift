@@ -52,20 +52,51 @@ public final class Pipeline: Service {
 
     /// Reads counted by source and outcome, and the last read per device (for `status` and metrics).
     public struct Tally: Sendable {
-        /// "source/outcome" (outcome: pending, unrecognized, debounced, refused) -> count.
-        public var reads: [String: Int] = [:]
-        public var lastRead: [String: (time: Date, outcome: String)] = [:]
+        /// What became of a read, as counted (the `outcome` label of `plings_bridge_reads_total`).
+        public enum Outcome: String, Sendable, Comparable {
+            /// Committed as a scan to deliver.
+            case pending
+            /// Committed as a read that is not a Plings URL.
+            case unrecognized
+            /// A repeat inside the debounce window.
+            case debounced
+            /// The spool refused it.
+            case refused
+
+            public static func < (a: Outcome, b: Outcome) -> Bool { a.rawValue < b.rawValue }
+        }
+
+        /// A count's key: one source kind and one outcome.
+        public struct Key: Sendable, Hashable, Comparable, CustomStringConvertible {
+            public var source: SourceKind
+            public var outcome: Outcome
+            /// `nfc/pending`: the key's name in `status` (docs/contracts.md).
+            public var description: String { "\(source.rawValue)/\(outcome.rawValue)" }
+            public static func < (a: Key, b: Key) -> Bool { a.description < b.description }
+        }
+
+        /// A device's key: its source kind and device name; `nfc:ACS ACR122U 00 00` in `status`.
+        public struct Device: Sendable, Hashable, Comparable, CustomStringConvertible {
+            public var source: SourceKind
+            public var name: String
+            public var description: String { "\(source.rawValue):\(name)" }
+            public static func < (a: Device, b: Device) -> Bool { a.description < b.description }
+        }
+
+        public var reads: [Key: Int] = [:]
+        public var lastRead: [Device: (time: Date, outcome: Outcome)] = [:]
         public var lastError: String?
     }
 
     public var currentTally: Tally { tally.withLock { $0 } }
 
-    private func count(_ read: Read, _ outcome: String) {
+    private func count(_ read: Read, _ outcome: Tally.Outcome) {
         tally.withLock {
-            $0.reads["\(read.sourceKind.rawValue)/\(outcome)", default: 0] += 1
-            $0.lastRead["\(read.sourceKind.rawValue):\(read.device)"] = (read.time, outcome)
+            $0.reads[Tally.Key(source: read.sourceKind, outcome: outcome), default: 0] += 1
+            $0.lastRead[Tally.Device(source: read.sourceKind, name: read.device)] = (read.time, outcome)
         }
     }
+
     /// Maximum reads per transaction: bounds the latency of the first read in a huge burst.
     public static let maximumBatch = 256
 
@@ -170,7 +201,7 @@ public final class Pipeline: Service {
             let payload = item.read.raw + "\u{1F}" + (item.read.uid ?? "")
             if debouncer[kind]?.accept(device: item.read.device, payload: payload, now: item.monotonic) == false {
                 logger.debug("duplicate read ignored", [("source", kind.rawValue), ("device", item.read.device)])
-                count(item.read, "debounced")
+                count(item.read, .debounced)
                 item.completion?(.debounced)
                 continue
             }
@@ -187,7 +218,7 @@ public final class Pipeline: Service {
                 "read refused: could not commit to the spool",
                 [("reads", String(scans.count)), ("error", error.description)])
             for (scan, completion) in waiting {
-                count(scan.read, "refused")
+                count(scan.read, .refused)
                 completion?(.refused(error.description))
             }
             tally.withLock { $0.lastError = error.description }
@@ -199,7 +230,7 @@ public final class Pipeline: Service {
                 [("id", scan.id), ("source", scan.read.sourceKind.rawValue), ("device", scan.read.device)]
                     + (scan.read.uid.map { [("uid", $0)] } ?? []) + (scan.reason.map { [("reason", $0)] } ?? []))
         }
-        for scan in scans { count(scan.read, scan.state.rawValue) }
+        for scan in scans { count(scan.read, scan.state == .pending ? .pending : .unrecognized) }
         onCommitted(scans)
         for (scan, completion) in waiting { completion?(.accepted(scan)) }
     }

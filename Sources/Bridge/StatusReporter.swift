@@ -149,10 +149,12 @@ public final class StatusReporter: Service {
                 ("dead", .integer(fstats.dead)), ("failures", .integer(fstats.failures)),
             ])
         }
-        let lastReads = tally.lastRead.sorted { $0.key < $1.key }.map { key, value in
+        let lastReads = tally.lastRead.sorted { $0.key < $1.key }.map { device, value in
             (
-                key,
-                JSONValue.object([("time", .string(Timestamp.format(value.time))), ("outcome", .string(value.outcome))])
+                device.description,
+                JSONValue.object([
+                    ("time", .string(Timestamp.format(value.time))), ("outcome", .string(value.outcome.rawValue)),
+                ])
             )
         }
         return .object([
@@ -182,7 +184,7 @@ public final class StatusReporter: Service {
                             ] + $0.details())
                     })
             ),
-            ("reads", .object(tally.reads.sorted { $0.key < $1.key }.map { ($0.key, .integer($0.value)) })),
+            ("reads", .object(tally.reads.sorted { $0.key < $1.key }.map { ($0.key.description, .integer($0.value)) })),
             ("lastReads", .object(lastReads)),
             ("lastError", (tally.lastError ?? stats?.lastError).map(JSONValue.string) ?? .null),
             (
@@ -222,10 +224,9 @@ public final class StatusReporter: Service {
         var m = MetricsText()
         m.add("plings_bridge_up", up ? 1 : 0, help: "1 while the service runs")
         for (key, value) in pipeline.currentTally.reads.sorted(by: { $0.key < $1.key }) {
-            let parts = key.split(separator: "/").map(String.init)
-            guard parts.count == 2 else { continue }
             m.add(
-                "plings_bridge_reads_total", Double(value), labels: [("source", parts[0]), ("outcome", parts[1])],
+                "plings_bridge_reads_total", Double(value),
+                labels: [("source", key.source.rawValue), ("outcome", key.outcome.rawValue)],
                 help: "Reads by source and outcome", type: "counter")
         }
         if let stats = try? spool.stats() {
