@@ -81,7 +81,8 @@ let package = Package(
             name: "NFCTests",
             dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport", "Platform"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
-        .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Spool"]),
+        .testTarget(
+            name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Spool"]),
         .testTarget(name: "MQTTTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The strict GraphQL stand-in of the Plings API (Tests/Rigs/api_standin.py), started for one test.
-public final class APIStandIn: @unchecked Sendable {
+public final class APIStandIn: Sendable {
     public let process: RunningProcess
     public let port: Int
     public let token: String

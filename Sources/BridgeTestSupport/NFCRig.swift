@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 
 /// A rig command failed or did not answer in time.
 public struct RigFailure: Error, CustomStringConvertible {
@@ -11,9 +12,10 @@ public struct RigFailure: Error, CustomStringConvertible {
 
 /// `Tests/Rigs/nfc/nfc_rig.py`: a real pcscd with the vpcd driver and our tag emulator, driven over stdin.
 /// Every command gets exactly one `OK ...` or `ERR ...` line after it took effect.
-public final class NFCRig: @unchecked Sendable {
+public final class NFCRig: Sendable {
     public let process: RunningProcess
-    private var answered = 0
+    /// `OK`/`ERR` answers consumed so far (the next command's answer is the line after them).
+    private let answered = Mutex(0)
 
     /// Starts `script` (the package's `nfc_rig.py` by default) with `arguments` and waits for its `READY`.
     /// `takeLock`: take /tmp/pcscd.lock for the rig's life; false when the caller already holds it (a benchmark
@@ -28,7 +30,7 @@ public final class NFCRig: @unchecked Sendable {
             process.stop()
             throw RigFailure(description: "nfc_rig.py did not get ready: \(first); \(process.stderrText)")
         }
-        answered = 1
+        answered.withLock { $0 = 1 }
     }
 
     /// A `python3 -c` program that execs `argv[1:]` after clearing the inherited signal mask and, with
@@ -49,12 +51,15 @@ public final class NFCRig: @unchecked Sendable {
     /// Sends one command and returns its `OK ...` answer; `ERR` or no answer within `timeout` throws.
     @discardableResult
     public func send(_ command: String, timeout: Double = 15) throws -> String {
-        process.send(command)
-        guard process.waitForLineCount(answered + 1, timeout: timeout) else {
-            throw RigFailure(description: "no answer to '\(command)' within \(timeout)s; \(process.stderrText)")
+        // Held for the whole exchange: commands from two threads must not take each other's answers.
+        let answer = try answered.withLock { (answered: inout Int) throws(RigFailure) -> String in
+            process.send(command)
+            guard process.waitForLineCount(answered + 1, timeout: timeout) else {
+                throw RigFailure(description: "no answer to '\(command)' within \(timeout)s; \(process.stderrText)")
+            }
+            answered += 1
+            return process.outputLines[answered - 1]
         }
-        let answer = process.outputLines[answered]
-        answered += 1
         guard answer.hasPrefix("OK") else { throw RigFailure(description: "'\(command)': \(answer)") }
         return answer
     }

@@ -1,4 +1,5 @@
 import Foundation
+import Platform
 
 /// Helpers for tests that run the real executables and rigs. Not linked into the product.
 public enum Products {
@@ -106,121 +107,116 @@ public enum ProcessRunner {
 }
 
 /// Collects a child's output from dispatch handlers.
-public final class OutputCollector: @unchecked Sendable {
-    private let lock = NSLock()
-    private var outData = Data()
-    private var errData = Data()
+public final class OutputCollector: Sendable {
+    private let data = Mutex((out: Data(), err: Data()))
     public init() {}
-    public func appendOut(_ d: Data) { lock.withLock { outData.append(d) } }
-    public func appendErr(_ d: Data) { lock.withLock { errData.append(d) } }
-    public var out: String { lock.withLock { String(decoding: outData, as: UTF8.self) } }
-    public var err: String { lock.withLock { String(decoding: errData, as: UTF8.self) } }
+    public func appendOut(_ d: Data) { data.withLock { $0.out.append(d) } }
+    public func appendErr(_ d: Data) { data.withLock { $0.err.append(d) } }
+    public var out: String { data.withLock { String(decoding: $0.out, as: UTF8.self) } }
+    public var err: String { data.withLock { String(decoding: $0.err, as: UTF8.self) } }
 }
 
-/// A long-running child whose stdout lines can be awaited (rigs print `READY`, writers print ids).
-public final class RunningProcess: @unchecked Sendable {
-    public let process: Process
-    private let lock = NSCondition()
-    private var lines: [String] = []
-    private var partial = Data()
-    private var errText = Data()
-    private var closed = false
-    private var terminated = false
+/// A long-running child whose stdout lines and stderr log can be awaited (rigs print `READY`, writers print ids).
+///
+/// Every wait sleeps on one monitor signalled by each piece of output and by the exit, against a monotonic
+/// deadline: no re-check loops, and a wall-clock step cannot stretch a test's bound.
+public final class RunningProcess: Sendable {
+    /// What the child said so far and whether it is gone.
+    private struct Output {
+        var lines: [String] = []
+        var partial: [UInt8] = []
+        var errText: [UInt8] = []
+        var closed = false
+        var terminated = false
+    }
+
+    // `Process` is not Sendable; it is set up in `init` and afterwards only asked for its pid, status and
+    // `isRunning`, and told to terminate, which Foundation guards itself.
+    public nonisolated(unsafe) let process: Process
+    private let output = Monitor(Output())
     private let input: Pipe
 
     public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
         let child = PipedChild(executable, arguments, environment: environment)
         process = child.process
         input = child.stdin
-        child.stdout.fileHandleForReading.readabilityHandler = { [weak self] handle in
+        let output = self.output
+        child.stdout.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
-            self?.receive(data)
+            output.update { state in
+                if data.isEmpty {
+                    state.closed = true
+                    return
+                }
+                state.partial.append(contentsOf: data)
+                while let newline = state.partial.firstIndex(of: 0x0A) {
+                    state.lines.append(String(decoding: state.partial[..<newline], as: UTF8.self))
+                    state.partial.removeSubrange(...newline)
+                }
+            }
         }
-        child.stderr.fileHandleForReading.readabilityHandler = { [weak self] handle in
+        child.stderr.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
-            guard let self else { return }
-            self.lock.lock()
-            self.errText.append(data)
-            self.lock.broadcast()
-            self.lock.unlock()
+            output.update { $0.errText.append(contentsOf: data) }
         }
-        process.terminationHandler = { [weak self] _ in
-            guard let self else { return }
-            self.lock.lock()
-            self.terminated = true
-            self.lock.broadcast()
-            self.lock.unlock()
-        }
+        process.terminationHandler = { _ in output.update { $0.terminated = true } }
         try process.run()
     }
 
-    private func receive(_ data: Data) {
-        lock.lock()
-        if data.isEmpty {
-            closed = true
-        } else {
-            partial.append(data)
-            while let newline = partial.firstIndex(of: 0x0A) {
-                lines.append(String(decoding: partial[partial.startIndex..<newline], as: UTF8.self))
-                partial.removeSubrange(partial.startIndex...newline)
-            }
-        }
-        lock.broadcast()
-        lock.unlock()
-    }
-
     /// All stdout lines so far.
-    public var outputLines: [String] {
-        lock.lock()
-        defer { lock.unlock() }
-        return lines
-    }
+    public var outputLines: [String] { output.withLock { $0.lines } }
 
-    public var stderrText: String {
-        lock.lock()
-        defer { lock.unlock() }
-        return String(decoding: errText, as: UTF8.self)
-    }
+    public var stderrText: String { output.withLock { String(decoding: $0.errText, as: UTF8.self) } }
 
     /// Waits (bounded) until a stdout line satisfies `predicate`; returns it, or nil on timeout or EOF.
     @discardableResult
     public func waitForLine(timeout: Double, where predicate: (String) -> Bool) -> String? {
-        let deadline = Date().addingTimeInterval(timeout)
-        lock.lock()
-        defer { lock.unlock() }
         var checked = 0
-        while true {
-            while checked < lines.count {
-                if predicate(lines[checked]) { return lines[checked] }
+        var found: String?
+        output.wait(until: MonotonicClock.deadline(after: timeout)) { state in
+            while checked < state.lines.count {
+                if predicate(state.lines[checked]) {
+                    found = state.lines[checked]
+                    return true
+                }
                 checked += 1
             }
-            if closed { return nil }
-            if !lock.wait(until: deadline) { return nil }
+            return state.closed
         }
+        return found
     }
 
     /// Waits (bounded) until a stderr (log) line satisfies `predicate`; returns it, or nil on timeout or exit.
     @discardableResult
     public func waitForLogLine(timeout: Double, where predicate: (String) -> Bool) -> String? {
-        let deadline = Date().addingTimeInterval(timeout)
-        lock.lock()
-        defer { lock.unlock() }
-        while true {
-            let text = String(decoding: errText, as: UTF8.self)
-            if let line = text.split(separator: "\n").first(where: { predicate(String($0)) }) { return String(line) }
-            if terminated || !lock.wait(until: deadline) { return nil }
+        var found: String?
+        waitForLog(timeout: timeout) { text in
+            found = text.split(separator: "\n").first { predicate(String($0)) }.map(String.init)
+            return found != nil
         }
+        return found
+    }
+
+    /// Waits (bounded) until the whole stderr text so far satisfies `predicate` (e.g. holds N acknowledgements);
+    /// false on timeout or when the child exited without it.
+    @discardableResult
+    public func waitForLog(timeout: Double, until predicate: (String) -> Bool) -> Bool {
+        var held = false
+        output.wait(until: MonotonicClock.deadline(after: timeout)) { state in
+            held = predicate(String(decoding: state.errText, as: UTF8.self))
+            return held || state.terminated
+        }
+        return held
     }
 
     /// Waits (bounded) until at least `count` stdout lines arrived.
     public func waitForLineCount(_ count: Int, timeout: Double) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        lock.lock()
-        defer { lock.unlock() }
-        while lines.count < count {
-            if closed || !lock.wait(until: deadline) { return lines.count >= count }
+        var arrived = false
+        output.wait(until: MonotonicClock.deadline(after: timeout)) { state in
+            arrived = state.lines.count >= count
+            return arrived || state.closed
         }
-        return true
+        return arrived
     }
 
     /// Sends a line on the child's stdin.
@@ -241,13 +237,7 @@ public final class RunningProcess: @unchecked Sendable {
 
     /// Waits (bounded) for exit; returns the status, or nil when it is still running.
     public func waitForExit(timeout: Double) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        lock.lock()
-        while !terminated {
-            if !lock.wait(until: deadline) { break }
-        }
-        let done = terminated
-        lock.unlock()
+        let done = output.wait(until: MonotonicClock.deadline(after: timeout)) { $0.terminated }
         return done ? process.terminationStatus : nil
     }
 

@@ -5,31 +5,19 @@ import Platform
 /// test or benchmark waits for by count, always with a deadline. Waiting is on a condition signalled by
 /// each `append`, not a re-check loop.
 public final class Collector<Value: Sendable>: Sendable {
-    private let values = Mutex<[Value]>([])
-    private let condition = NSCondition()
+    private let values = Monitor<[Value]>([])
 
     public init() {}
 
-    public func append(_ value: Value) {
-        values.withLock { $0.append(value) }
-        condition.lock()
-        condition.broadcast()
-        condition.unlock()
-    }
+    public func append(_ value: Value) { values.update { $0.append(value) } }
 
     /// Everything appended so far, in order.
     public var all: [Value] { values.withLock { $0 } }
 
-    /// Waits until at least `count` values arrived; false when `timeout` seconds passed first.
+    /// Waits until at least `count` values arrived; false when `timeout` seconds (monotonic) passed first.
     @discardableResult
     public func wait(count: Int, timeout: Double = 15) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        condition.lock()
-        defer { condition.unlock() }
-        while values.withLock({ $0.count }) < count {
-            if !condition.wait(until: deadline) { return values.withLock { $0.count } >= count }
-        }
-        return true
+        values.wait(until: MonotonicClock.deadline(after: timeout)) { $0.count >= count }
     }
 }
 
@@ -37,8 +25,8 @@ public final class Collector<Value: Sendable>: Sendable {
 /// with no event to wait on: time passing (a fix going stale) or a source's summary. Where an event
 /// exists, wait on it instead (`Collector.wait`, `RunningProcess.waitForLine`, `GPSClient.waitFor...`).
 public func eventually(timeout: Double, _ condition: () -> Bool) -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
+    let deadline = MonotonicClock.deadline(after: timeout)
+    while MonotonicClock.now() < deadline {
         if condition() { return true }
         usleep(10_000)
     }

@@ -149,10 +149,7 @@ struct CLITests {
             binary, ["run", "--spool", dir.file("run.sqlite")], environment: environment(dir))
         defer { bridge.stop() }
         // The process is ready when it says so on stderr; wait for the spool file it creates first.
-        let deadline = Date().addingTimeInterval(20)
-        while !bridge.stderrText.contains("ready"), Date() < deadline, bridge.process.isRunning {
-            _ = bridge.waitForExit(timeout: 0.05)
-        }
+        bridge.waitForLogLine(timeout: 20) { $0.contains("msg=\"ready:") }
         #expect(bridge.stderrText.contains("local spool only"))
         #expect(bridge.stderrText.contains("msg=\"ready:"))
         // Idle CPU: user+system time of the process over one second must be (near) zero.

@@ -1,6 +1,7 @@
 import BridgeCore
 import BridgeTestSupport
 import Foundation
+import Platform
 import Spool
 import Testing
 
@@ -68,10 +69,10 @@ struct ForwarderTests {
     /// Waits (bounded) until the spool has no pending scans; returns the final counts.
     func waitForDrain(_ s: Setup, timeout: Double) throws -> [ScanState: Int] {
         let spool = try Spool(path: s.spoolPath)
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = MonotonicClock.deadline(after: timeout)
         while true {
             let counts = try spool.stats().counts
-            if (counts[.pending] ?? 0) == 0 || Date() > deadline { return counts }
+            if (counts[.pending] ?? 0) == 0 || MonotonicClock.now() > deadline { return counts }
             // Delivery progress is visible only in the spool or the stand-in: ask the stand-in to hold the
             // answer until more requests arrived, which paces this loop by real events.
             _ = try s.api.requests(min: (try s.api.requests().count) + 1, wait: 0.5)
@@ -160,11 +161,9 @@ struct ForwarderTests {
         defer { bridge.stop() }
         let spool = try Spool(path: s.spoolPath)
         _ = try s.api.requests(min: 1, wait: 10)
-        var dead: [ScanRecord] = []
-        for _ in 0..<50 where dead.isEmpty {
-            dead = try spool.list(state: .dead)
-            if dead.isEmpty { _ = bridge.waitForExit(timeout: 0.1) }
-        }
+        // The forwarder logs the dead letter after the spool recorded it.
+        bridge.waitForLogLine(timeout: 5) { $0.contains("scan refused by the API") }
+        let dead = try spool.list(state: .dead)
         #expect(dead.count == 1)
         #expect(dead.first?.lastError?.contains("BAD_USER_INPUT") == true)
         #expect(dead.first?.response?.contains("invalid input") == true)

@@ -43,14 +43,9 @@ struct ReloadUnderLoadTests {
             environment: env)
         defer { bridge.stop() }
 
-        func acceptedCount() -> Int { bridge.stderrText.components(separatedBy: "msg=\"scan accepted\"").count - 1 }
-        /// Waits (bounded) for `n` acknowledged reads, paced by the process's own output.
+        /// Waits (bounded) for `n` acknowledged reads in the process's log.
         func waitForAccepted(_ n: Int) -> Bool {
-            let deadline = Date().addingTimeInterval(20)
-            while acceptedCount() < n, Date() < deadline, bridge.process.isRunning {
-                _ = bridge.waitForExit(timeout: 0.05)
-            }
-            return acceptedCount() >= n
+            bridge.waitForLog(timeout: 20) { $0.components(separatedBy: "msg=\"scan accepted\"").count - 1 >= n }
         }
 
         #expect(waitForAccepted(10), "\(bridge.stderrText.suffix(2000))")

@@ -53,9 +53,9 @@ final class CapturedLog: Sendable {
     /// Waits (bounded) until the log contains `needle`: blocks in poll() on the log's pipe, so it wakes on
     /// each line the source writes rather than re-checking on a timer.
     func wait(for needle: String, timeout: Double = 5) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
+        let deadline = MonotonicClock.deadline(after: timeout)
         while !contents.contains(needle) {
-            let left = deadline.timeIntervalSinceNow
+            let left = deadline - MonotonicClock.now()
             if left <= 0 { return false }
             var descriptor = pollfd(fd: readFD, events: Int16(POLLIN), revents: 0)
             _ = poll(&descriptor, 1, Int32(left * 1000) + 1)

@@ -3,8 +3,7 @@ import Foundation
 import Logging
 
 /// The gpsd rig (Tests/Rigs/gps_rig.py): a real gpsd fed by an NMEA writer on a pty, driven through stdin.
-final class GPSRig: @unchecked Sendable {
-    // Commands are sent from one test at a time; RunningProcess does its own locking.
+final class GPSRig: Sendable {
     let process: RunningProcess
     let port: Int
 
@@ -58,7 +57,7 @@ final class GPSRig: @unchecked Sendable {
 }
 
 /// A logger writing into a temporary file, so that tests can count the lines of each event.
-final class CapturedLog: @unchecked Sendable {
+final class CapturedLog: Sendable {
     let path: String
     let fd: Int32
     let logger: Logger

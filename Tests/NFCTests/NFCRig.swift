@@ -32,7 +32,7 @@ final class Hook: Sendable {
 }
 
 /// A rig plus an `NFCSource` running against it, with its reads, tap events and log lines collected.
-final class NFCHarness: @unchecked Sendable {
+final class NFCHarness: Sendable {
     let rig: NFCRig
     let source: NFCSource
     let reads = Collector<Read>()
@@ -47,8 +47,8 @@ final class NFCHarness: @unchecked Sendable {
     let commits = Collector<Double>()
     /// Runs on the pipeline's thread before a commit is reported to the source: a test can hold it there.
     let beforeCommitReport = Hook()
-    private var pipeline: Pipeline?
-    private var spool: Spool?
+    private let pipeline: Pipeline?
+    private let spool: Spool?
 
     /// `commit`: reads go through a real `Pipeline` into a spool in the log directory, and the source's feedback
     /// waits for the commit, as in the service.
@@ -87,6 +87,9 @@ final class NFCHarness: @unchecked Sendable {
                     }
                 }
             }
+        } else {
+            spool = nil
+            pipeline = nil
         }
         source = NFCSource(
             config: config, hosts: ["s.plings.io"], logger: logger,
