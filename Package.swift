@@ -74,7 +74,8 @@ let package = Package(
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         // Test support: process runners and rig launchers (never linked into the product).
-        .target(name: "BridgeTestSupport", dependencies: ["Platform"], path: "Sources/BridgeTestSupport"),
+        .target(
+            name: "BridgeTestSupport", dependencies: ["BridgeCore", "Platform"], path: "Sources/BridgeTestSupport"),
         .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
         .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport", "CGPSShim"]),
         .testTarget(

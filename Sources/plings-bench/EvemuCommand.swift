@@ -1,4 +1,5 @@
 import BridgeCore
+import BridgeTestSupport
 import Foundation
 import HID
 

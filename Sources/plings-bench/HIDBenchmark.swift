@@ -1,5 +1,6 @@
 import Bridge
 import BridgeCore
+import BridgeTestSupport
 import CXKBCommon
 import Foundation
 import Glibc

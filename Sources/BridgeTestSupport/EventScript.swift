@@ -1,3 +1,5 @@
+import BridgeCore
+
 /// Builds the evdev event sequences a keyboard-wedge scanner produces, for tests, benchmarks and
 /// umockdev replays (pure: no I/O).
 ///
