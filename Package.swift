@@ -83,7 +83,7 @@ let package = Package(
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         .testTarget(name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Spool"]),
         .testTarget(name: "MQTTTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
-        .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
+        .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
             name: "HIDTests",
             dependencies: [
