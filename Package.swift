@@ -85,7 +85,7 @@ let package = Package(
         .testTarget(
             name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Spool"]),
         .testTarget(name: "MQTTTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
-        .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
+        .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
             name: "HIDTests",
             dependencies: [

@@ -10,8 +10,10 @@ public struct SystemdNotifier: Sendable {
         socketPath = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
         // An unsigned count of microseconds, as sd_watchdog_enabled(3) reads it; anything else (`inf`, `-1`,
         // `1e300`) is not a watchdog request. Values over 9e15 us (285 years) cannot be timed and are ignored.
-        if let usec = environment["WATCHDOG_USEC"].flatMap(UInt64.init).map(Double.init), usec > 0, usec <= 9e15,
-            environment["WATCHDOG_PID"].flatMap(Int32.init).map({ $0 == getpid() }) ?? true
+        // The conversions are written out: an unapplied `.map(Double.init)` on a UInt64 picks
+        // `Double(bitPattern:)` (6000000 became 3e-317), which made the watchdog ping in a busy loop.
+        if let usec = environment["WATCHDOG_USEC"].flatMap({ UInt64($0) }).map({ Double($0) }), usec > 0,
+            usec <= 9e15, environment["WATCHDOG_PID"].flatMap({ Int32($0) }).map({ $0 == getpid() }) ?? true
         {
             watchdogInterval = usec / 1_000_000
         } else {

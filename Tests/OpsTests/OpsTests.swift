@@ -2,6 +2,7 @@ import BridgeCore
 import BridgeTestSupport
 import Foundation
 import Glibc
+import Platform
 import Testing
 
 /// The operational layer run for real: systemd notify protocol, status snapshot, metrics, doctor, packaging.
@@ -64,6 +65,16 @@ struct OpsTests {
         #expect(ready?.hasPrefix("READY=1") == true)
         // WatchdogSec=2 s: a ping arrives within the period.
         #expect(notify.receive(timeout: 3) == "WATCHDOG=1")
+        // ...and pings come at half the period (1 s), not in a loop: over 3.5 s at most 5 (a ping at each whole
+        // second, one of them possibly queued from before), at least 2. A busy loop sent ~60,000 a second and
+        // kept systemd itself too busy to answer systemctl.
+        var pings = 0
+        let until = MonotonicClock.deadline(after: 3.5)
+        while MonotonicClock.now() < until, let message = notify.receive(timeout: until - MonotonicClock.now()) {
+            if message == "WATCHDOG=1" { pings += 1 }
+            if pings > 5 { break }
+        }
+        #expect((2...5).contains(pings), "\(pings) watchdog pings in 3.5 s with WATCHDOG_USEC=2000000")
         bridge.signal(SIGTERM)
         var stopping = false
         while let message = notify.receive(timeout: 5) {
