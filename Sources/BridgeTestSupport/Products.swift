@@ -127,6 +127,7 @@ public final class RunningProcess: Sendable {
         var partial: [UInt8] = []
         var errText: [UInt8] = []
         var closed = false
+        var errClosed = false
         var terminated = false
     }
 
@@ -141,8 +142,11 @@ public final class RunningProcess: Sendable {
         process = child.process
         input = child.stdin
         let output = self.output
+        // At the end of a pipe the handler gets empty data, and Foundation on Linux keeps calling it while it is
+        // set: each handler removes itself there.
         child.stdout.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
+            if data.isEmpty { handle.readabilityHandler = nil }
             output.update { state in
                 if data.isEmpty {
                     state.closed = true
@@ -157,7 +161,10 @@ public final class RunningProcess: Sendable {
         }
         child.stderr.fileHandleForReading.readabilityHandler = { handle in
             let data = handle.availableData
-            output.update { $0.errText.append(contentsOf: data) }
+            if data.isEmpty { handle.readabilityHandler = nil }
+            output.update { state in
+                if data.isEmpty { state.errClosed = true } else { state.errText.append(contentsOf: data) }
+            }
         }
         process.terminationHandler = { _ in output.update { $0.terminated = true } }
         try process.run()
@@ -236,9 +243,13 @@ public final class RunningProcess: Sendable {
     }
 
     /// Waits (bounded) for exit; returns the status, or nil when it is still running.
+    /// After the exit it also waits (up to 2 s more) for both pipes' end, so `outputLines` and `stderrText` hold
+    /// everything the child wrote; a grandchild that keeps a pipe open only costs that bound.
     public func waitForExit(timeout: Double) -> Int32? {
-        let done = output.wait(until: MonotonicClock.deadline(after: timeout)) { $0.terminated }
-        return done ? process.terminationStatus : nil
+        let deadline = MonotonicClock.deadline(after: timeout)
+        guard output.wait(until: deadline, for: { $0.terminated }) else { return nil }
+        output.wait(until: MonotonicClock.deadline(after: 2)) { $0.closed && $0.errClosed }
+        return process.terminationStatus
     }
 
     /// Kills the child if it still runs.
