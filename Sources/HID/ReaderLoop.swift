@@ -65,7 +65,7 @@ final class ReaderControl: Sendable {
 
 /// A non-blocking pipe whose only job is to wake a `poll()`: a byte written makes its read end readable.
 final class WakePipe: Sendable {
-    private let pipe: Pipe
+    private let pipe: FileDescriptor.Pipe
 
     init?() {
         guard let pipe = try? FileDescriptor.pipe(nonBlocking: true) else { return nil }

@@ -44,9 +44,9 @@ public struct FileDescriptor: ~Copyable, Sendable {
         if Glibc.close(raw) == -1 { throw SystemError("close", errno: Glibc.errno) }
     }
 
-    /// Reads up to `buffer.count` bytes; 0 is end of file. `call` names the call in an error.
-    public func read(into buffer: UnsafeMutableRawBufferPointer, call: String = "read") throws(SystemError) -> Int {
-        try systemCall(call) { Glibc.read(rawValue, buffer.baseAddress, buffer.count) }
+    /// Reads up to `bytes.count` bytes into the start of `bytes`; 0 is end of file.
+    public func read(into bytes: inout [UInt8], call: String = "read") throws(SystemError) -> Int {
+        try systemCall(call) { bytes.withUnsafeMutableBytes { Glibc.read(rawValue, $0.baseAddress, $0.count) } }
     }
 
     /// Writes up to `buffer.count` bytes; returns how many were written.
@@ -68,8 +68,10 @@ public struct FileDescriptor: ~Copyable, Sendable {
     }
 }
 
-/// The two ends of a pipe, each owned on its own.
-public struct Pipe: ~Copyable, Sendable {
-    public var readEnd: FileDescriptor
-    public var writeEnd: FileDescriptor
+extension FileDescriptor {
+    /// The two ends of a pipe, each owned on its own.
+    public struct Pipe: ~Copyable, Sendable {
+        public var readEnd: FileDescriptor
+        public var writeEnd: FileDescriptor
+    }
 }
