@@ -90,7 +90,7 @@ final class ScannerDiscovery {
         do {
             let node = try EvdevNode.open(device.devnode)
             reader.attach(node, identity: identity)
-        } catch where error.errno == EACCES || error.errno == ENOENT || error.errno == EPERM {
+        } catch  where error.errno == EACCES || error.errno == ENOENT || error.errno == EPERM {
             if let index = pending.firstIndex(where: { $0.info.devnode == device.devnode }) {
                 pending[index].lastError = error
                 pending[index].next = now + Self.openRetryInterval

@@ -188,7 +188,6 @@ extension Spool {
     }
 }
 
-
 /// What a delivery attempt leaves on a scan.
 public enum RecordedOutcome: Sendable, Equatable {
     case delivered(response: String)
