@@ -20,7 +20,7 @@ let package = Package(
         .systemLibrary(name: "CPCSCLite", pkgConfig: "libpcsclite", providers: [.apt(["libpcsclite-dev"])]),
         // libcurl behind a few C functions (curl_easy_setopt is variadic; Swift cannot call it).
         .target(name: "CCurlShim", linkerSettings: [.linkedLibrary("curl")]),
-        // libc facilities Swift's Glibc module does not import (ntp_adjtime).
+        // libc facilities Swift's Glibc module does not import (ntp_adjtime, pipe2).
         .target(name: "CSysShim"),
         // libgps behind a plain struct: gps_data_t never reaches Swift, version skew stays in one C file.
         .target(name: "CGPSShim", linkerSettings: [.linkedLibrary("gps")]),
@@ -34,8 +34,8 @@ let package = Package(
         .systemLibrary(name: "CXKBCommon", pkgConfig: "xkbcommon", providers: [.apt(["libxkbcommon-dev"])]),
 
         // The platform layer: the one monotonic clock, EINTR-retrying system calls, a condition variable on the
-        // monotonic clock, atomic file replacement. libc only.
-        .target(name: "Platform"),
+        // monotonic clock, atomic file replacement, owned file descriptors. libc only.
+        .target(name: "Platform", dependencies: ["CSysShim"]),
         // Pure logic: no I/O, Foundation only.
         .target(name: "BridgeCore"),
         // logfmt lines on stderr, shared by the I/O modules.
@@ -82,6 +82,7 @@ let package = Package(
             name: "NFCTests",
             dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport", "Platform"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
+        .testTarget(name: "PlatformTests", dependencies: ["Platform"]),
         .testTarget(
             name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Spool"]),
         .testTarget(name: "MQTTTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),

@@ -1,5 +1,3 @@
-// pipe2 is a GNU extension: declare it before any libc header is read.
-#define _GNU_SOURCE
 #include "plings_evdev.h"
 
 #include <fcntl.h>
@@ -35,5 +33,3 @@ int plings_evdev_keys(int fd, uint8_t *bitmap) {
     memset(bitmap, 0, PLINGS_EVDEV_KEY_BITMAP_BYTES);
     return ioctl(fd, EVIOCGKEY(PLINGS_EVDEV_KEY_BITMAP_BYTES), bitmap);
 }
-
-int plings_wake_pipe(int fds[2]) { return pipe2(fds, O_CLOEXEC | O_NONBLOCK); }

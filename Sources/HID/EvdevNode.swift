@@ -2,12 +2,13 @@ import CEvdevShim
 import Glibc
 import Platform
 
-/// The evdev ioctls the reader needs, on an open fd. Each returns or throws `SystemError`; callers decide
-/// what is fatal (on a pipe or a pty every one fails with `ENOTTY`, which is a warning there).
+/// The evdev ioctls the reader needs, on an open fd (owned elsewhere, by a `FileDescriptor`). Each returns or
+/// throws `SystemError`; callers decide what is fatal (on a pipe or a pty every one fails with `ENOTTY`, which
+/// is a warning there).
 enum EvdevNode {
     /// Opens `path` read-only, non-blocking, close-on-exec.
-    static func open(_ path: String) throws(SystemError) -> Int32 {
-        try systemCall("open(\(path))") { Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC) }
+    static func open(_ path: String) throws(SystemError) -> FileDescriptor {
+        try FileDescriptor.open(path, O_RDONLY | O_NONBLOCK)
     }
 
     /// Makes an fd handed in from elsewhere (tests: a pipe) non-blocking, as the reader requires.
@@ -49,10 +50,5 @@ enum EvdevNode {
             try systemCall("ioctl(EVIOCGKEY)") { plings_evdev_keys(fd, base) }
         }
         return bitmap
-    }
-
-    static func close(_ fd: Int32) {
-        // close(2) must not be retried on EINTR on Linux: the fd is released either way.
-        _ = Glibc.close(fd)
     }
 }

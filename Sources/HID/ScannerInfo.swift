@@ -1,5 +1,6 @@
 import BridgeCore
 import Glibc
+import Platform
 
 /// One candidate device as `plings-bridge scanners` reports it (docs/contracts.md, "Command line").
 public struct ScannerInfo: Sendable, Equatable {
@@ -43,12 +44,10 @@ extension HIDSource {
     /// Safe to call while a `HIDSource` runs: it uses its own udev context.
     public static func scan(config: BridgeConfig.HID) -> [ScannerInfo] {
         guard let udev = try? Udev() else { return [] }
-        let keyboards = udev.inputDevices().filter(\.isKeyboard)
-        let verdicts = keyboards.map { ScannerMatcher.verdict(for: $0, rules: config.match) }
-        let scanners = zip(keyboards, verdicts).filter { $0.1.matched }.map(\.0)
-        let names = ScannerMatcher.stableNames(scanners)
+        let keyboards = ScannerMatcher.verdicts(for: udev.inputDevices(), rules: config.match)
+        let names = ScannerMatcher.stableNames(keyboards.filter(\.verdict.matched).map(\.device))
         var result: [ScannerInfo] = []
-        for (device, verdict) in zip(keyboards, verdicts) {
+        for (device, verdict) in keyboards {
             var info = ScannerInfo(
                 devnode: device.devnode, name: device.name, stableName: verdict.matched ? names[device.devnode] : nil,
                 vendor: device.vendor, model: device.model, serial: device.serial, path: device.path,
@@ -63,9 +62,9 @@ extension HIDSource {
     }
 
     private static func probe(_ info: inout ScannerInfo, tryGrab: Bool) {
-        let fd: Int32
+        let node: FileDescriptor
         do {
-            fd = try EvdevNode.open(info.devnode)
+            node = try EvdevNode.open(info.devnode)
         } catch {
             info.problem =
                 error.errno == EACCES
@@ -73,17 +72,16 @@ extension HIDSource {
                 : error.description
             return
         }
-        defer { EvdevNode.close(fd) }
         info.openable = true
         guard tryGrab else { return }
-        if let keys = try? EvdevNode.heldKeys(fd), keys.contains(where: { $0 != 0 }) {
+        if let keys = try? EvdevNode.heldKeys(node.rawValue), keys.contains(where: { $0 != 0 }) {
             info.problem = "a key is held: grab not tried"
             return
         }
         do {
-            try EvdevNode.grab(fd, true)
+            try EvdevNode.grab(node.rawValue, true)
             info.grabbable = true
-            try? EvdevNode.grab(fd, false)
+            try? EvdevNode.grab(node.rawValue, false)
         } catch  where error.errno == EBUSY {
             info.problem = "grabbed by another process (a running plings-bridge?): \(error.description)"
         } catch {

@@ -43,6 +43,13 @@ public enum ScannerMatcher {
             layout: nil)
     }
 
+    /// Every keyboard among `devices`, in order, with its verdict (other devices are never scanners).
+    public static func verdicts(
+        for devices: [InputDeviceInfo], rules: [BridgeConfig.HID.Match]
+    ) -> [(device: InputDeviceInfo, verdict: Verdict)] {
+        devices.filter(\.isKeyboard).map { ($0, verdict(for: $0, rules: rules)) }
+    }
+
     static func matches(_ rule: BridgeConfig.HID.Match, _ device: InputDeviceInfo) -> Bool {
         guard rule.vendor != nil || rule.model != nil || rule.serial != nil || rule.path != nil else { return false }
         if let vendor = rule.vendor, InputDeviceInfo.normalizeHexID(vendor) != device.vendor { return false }

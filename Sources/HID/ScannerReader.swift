@@ -14,11 +14,21 @@ struct ScannerIdentity: Sendable {
     var serial: String?
     var syspath: String
     var decoder: KeystrokeDecoder.Configuration
+
+    /// The identity of `device` read under the stable `name`.
+    init(device: InputDeviceInfo, name: String, decoder: KeystrokeDecoder.Configuration) {
+        devnode = device.devnode
+        self.name = name
+        product = device.name
+        serial = device.serial
+        syspath = device.syspath
+        self.decoder = decoder
+    }
 }
 
-/// One open scanner on the reader thread.
+/// One open scanner on the reader thread. It owns the node's descriptor: dropping it closes the node.
 final class OpenScanner {
-    let fd: Int32
+    private let node: FileDescriptor
     let identity: ScannerIdentity
     var decoder: KeystrokeDecoder
     var parser = InputEventParser()
@@ -26,10 +36,18 @@ final class OpenScanner {
     /// Grab requested but deferred until no key is held.
     var grabPending = false
 
-    init(fd: Int32, identity: ScannerIdentity) {
-        self.fd = fd
+    init(node: consuming FileDescriptor, identity: ScannerIdentity) {
+        self.node = node
         self.identity = identity
         decoder = KeystrokeDecoder(configuration: identity.decoder)
+    }
+
+    /// The node's descriptor number (the reader's key and `poll()` entry).
+    var fd: Int32 { node.rawValue }
+
+    /// Reads what the node has now into `buffer`.
+    func read(into buffer: inout [UInt8]) throws(SystemError) -> Int {
+        try node.read(into: &buffer)
     }
 }
 
@@ -51,9 +69,10 @@ final class ScannerReader {
         self.submit = submit
     }
 
-    /// Starts reading `fd` (already open; made non-blocking here): syncs held keys, grabs when asked.
-    func attach(fd: Int32, identity: ScannerIdentity) {
-        let scanner = OpenScanner(fd: fd, identity: identity)
+    /// Starts reading `node` (already open; made non-blocking here): syncs held keys, grabs when asked.
+    func attach(_ node: consuming FileDescriptor, identity: ScannerIdentity) {
+        let scanner = OpenScanner(node: node, identity: identity)
+        let fd = scanner.fd
         var fields = [("device", identity.name), ("devnode", identity.devnode)]
         do {
             try EvdevNode.setNonBlocking(fd)
@@ -108,10 +127,9 @@ final class ScannerReader {
         }
     }
 
-    /// Closes and forgets one scanner (unplugged, EOF, I/O error, stop).
+    /// Forgets one scanner (unplugged, EOF, I/O error, stop); its node closes with it.
     func detach(fd: Int32, why: String) {
         guard let scanner = scanners.removeValue(forKey: fd) else { return }
-        EvdevNode.close(fd)
         logger.info(
             "scanner removed", [("device", scanner.identity.name), ("devnode", scanner.identity.devnode), ("why", why)])
     }
@@ -127,10 +145,8 @@ final class ScannerReader {
         guard let scanner = scanners[fd] else { return false }
         while true {
             let count: Int
-            do {
-                count = try systemCall("read") {
-                    buffer.withUnsafeMutableBytes { raw in Glibc.read(fd, raw.baseAddress, raw.count) }
-                }
+            do throws(SystemError) {
+                count = try scanner.read(into: &buffer)
             } catch  where error.errno == EAGAIN {
                 // Drained. A hang-up with nothing to read would wake poll() forever: that node is gone.
                 guard hangUp else { return true }

@@ -48,21 +48,15 @@ public final class GPSClient: Service, FixProvider, Sendable {
     private struct State {
         var started = false
         var stopping = false
+        /// The connection thread is running (`stop` waits for this to clear).
+        var running = false
         var connection: Connection?
         var connected = false
         /// Connection attempts that ended (in success or failure): `waitForFirstReport` needs one.
         var attempts = 0
         var lastAttemptFailed = false
-        /// Reports that tell what gpsd knows (TPVs, POLL answers).
-        var reports = 0
-        var lastMode: Int?
-        var fix: GPSFix?
-        /// The last live (not replayed) fix, for the clock check.
-        var liveFix: GPSFix?
-        var satellitesUsed: Int?
-        var satellitesVisible: Int?
-        var clockUnsynchronised = false
-        var clockWarned = false
+        /// What gpsd's reports said (fix, mode, satellites, clock check).
+        var gps: GPSFixState
         var lastError: String?
         var link = LinkState.none
     }
@@ -72,12 +66,10 @@ public final class GPSClient: Service, FixProvider, Sendable {
     private let address: GPSDAddress?
     private let policy: FixPolicy
     private let logger: Logger
-    private let state = Mutex(State())
-    /// Wakes waiters (first report, live fix, backoff sleep) on the monotonic clock. Mutations of `state` that
-    /// waiters care about are followed by `wake()`, which takes this monitor's lock; waiters check `state` under
-    /// it, so a wake-up can never fall between check and wait. (The counter itself is only a change marker.)
-    private let events = Monitor(0)
-    private let finished = DispatchSemaphore(value: 0)
+    /// The one lock and the one wait: every wait (first report, live fix, backoff sleep, the end of the
+    /// thread in `stop`) is a predicate on this state on the monotonic clock, and every change a waiter cares
+    /// about is made through `update`, which wakes them.
+    private let state: Monitor<State>
 
     static let initialBackoff = 0.5
     static let maxBackoff = 30.0
@@ -87,6 +79,7 @@ public final class GPSClient: Service, FixProvider, Sendable {
         self.address = GPSDAddress.parse(config.gpsd)
         self.policy = FixPolicy(maxFixAge: config.maxFixAge, minMode: config.minMode)
         self.logger = logger
+        self.state = Monitor(State(gps: GPSFixState(policy: policy)))
     }
 
     /// Starts the connection thread (once; a stopped client is not restarted: make a new one). SIGPIPE is ignored
@@ -102,27 +95,24 @@ public final class GPSClient: Service, FixProvider, Sendable {
         Glibc.signal(SIGPIPE, SIG_IGN)
         let now = Date().timeIntervalSince1970
         if ClockCheck.isBeforeMinYear(systemNow: now) {
-            state.withLock {
-                $0.clockUnsynchronised = true
-                $0.clockWarned = true
-            }
+            state.withLock { $0.gps.noteClockNotSet() }
             logger.warn(
                 "system clock is not set (year before \(ClockCheck.minYear))",
                 [("systemTime", Timestamp.format(Date())), ("timeFromGPS", String(config.timeFromGPS))])
         }
         guard let address else {
-            state.withLock {
+            state.update {
                 $0.lastError = "location.gpsd is not HOST:PORT: \(config.gpsd)"
                 $0.attempts = 1
                 $0.lastAttemptFailed = true
             }
             logger.error("location.gpsd is not HOST:PORT; no GPS", [("gpsd", config.gpsd)])
-            finished.signal()
             return
         }
+        state.withLock { $0.running = true }
         let thread = Thread { [self] in
             run(address)
-            finished.signal()
+            state.update { $0.running = false }
         }
         thread.name = "gpsd"
         thread.start()
@@ -134,15 +124,11 @@ public final class GPSClient: Service, FixProvider, Sendable {
 
     /// `stop()`, returning by the monotonic `deadline` at the latest.
     public func stop(deadline: Double) {
-        let started = state.withLock { s -> Bool in
+        state.update { s in
             s.stopping = true
             if let connection = s.connection { plings_gps_interrupt(connection.pointer) }
-            return s.started
         }
-        wake()
-        guard started else { return }
-        let wait = max(0, min(1, deadline - MonotonicClock.now()))
-        if finished.wait(timeout: .now() + wait) == .success { finished.signal() }  // idempotent
+        state.wait(until: min(deadline, MonotonicClock.deadline(after: 1))) { !$0.running }
     }
 
     // MARK: the read path
@@ -151,7 +137,7 @@ public final class GPSClient: Service, FixProvider, Sendable {
     public func currentFix() -> LocationFix? {
         let monotonic = MonotonicClock.now()
         return state.withLock { s -> LocationFix? in
-            guard let fix = s.fix, policy.isFresh(fix, monotonicNow: monotonic) else { return nil }
+            guard let fix = s.gps.fix, policy.isFresh(fix, monotonicNow: monotonic) else { return nil }
             let location = fix.locationFix
             return location.isValid ? location : nil
         }
@@ -163,7 +149,7 @@ public final class GPSClient: Service, FixProvider, Sendable {
         guard config.timeFromGPS else { return now }
         let monotonic = MonotonicClock.now()
         let recent = state.withLock { s -> GPSFix? in
-            guard let fix = s.liveFix, policy.age(of: fix, monotonicNow: monotonic) < policy.maxFixAge else {
+            guard let fix = s.gps.liveFix, policy.age(of: fix, monotonicNow: monotonic) < policy.maxFixAge else {
                 return nil
             }
             return fix
@@ -180,19 +166,18 @@ public final class GPSClient: Service, FixProvider, Sendable {
         let monotonic = MonotonicClock.now()
         let system = Self.systemNow()
         return state.withLock { s in
+            let gps = s.gps
             var offset: Double?
-            if let live = s.liveFix, policy.age(of: live, monotonicNow: monotonic) < policy.maxFixAge {
+            if let live = gps.liveFix, policy.age(of: live, monotonicNow: monotonic) < policy.maxFixAge {
                 offset = ClockCheck.offset(systemNow: system, fix: live, monotonicNow: monotonic)
             }
-            let fresh =
-                s.fix.map {
-                    policy.isFresh($0, monotonicNow: monotonic)
-                } ?? false
+            let fresh = gps.fix.map { policy.isFresh($0, monotonicNow: monotonic) } ?? false
             return GPSStatus(
-                connected: s.connected, mode: s.lastMode, latitude: s.fix?.latitude, longitude: s.fix?.longitude,
-                accuracy: s.fix?.accuracy, fixAge: s.fix.map { policy.age(of: $0, monotonicNow: monotonic) },
-                fresh: fresh, satellitesUsed: s.satellitesUsed, satellitesVisible: s.satellitesVisible,
-                clockOffset: offset, clockUnsynchronised: s.clockUnsynchronised, lastError: s.lastError)
+                connected: s.connected, mode: gps.lastMode, latitude: gps.fix?.latitude,
+                longitude: gps.fix?.longitude, accuracy: gps.fix?.accuracy,
+                fixAge: gps.fix.map { policy.age(of: $0, monotonicNow: monotonic) }, fresh: fresh,
+                satellitesUsed: gps.satellitesUsed, satellitesVisible: gps.satellitesVisible, clockOffset: offset,
+                clockUnsynchronised: gps.clockUnsynchronised, lastError: s.lastError)
         }
     }
 
@@ -200,7 +185,7 @@ public final class GPSClient: Service, FixProvider, Sendable {
     /// Returns false at once when the first connection attempt failed (a refused connection costs no wait).
     @discardableResult
     public func waitForFirstReport(timeout: Double) -> Bool {
-        waitFor(timeout: timeout) { $0.reports > 0 }
+        waitFor(timeout: timeout) { $0.gps.reports > 0 }
     }
 
     /// Waits up to `timeout` seconds for a live fix (a streamed TPV, not gpsd's replayed cache); true when one is
@@ -208,28 +193,20 @@ public final class GPSClient: Service, FixProvider, Sendable {
     /// the receiver is silent. Returns false at once when the first connection attempt failed.
     @discardableResult
     public func waitForLiveFix(timeout: Double) -> Bool {
-        waitFor(timeout: timeout) { $0.liveFix != nil }
+        waitFor(timeout: timeout) { $0.gps.liveFix != nil }
     }
 
     /// Waits until `done` holds, the connection fails or stops, or `timeout` seconds pass (monotonic).
-    private func waitFor(timeout: Double, _ done: @escaping (State) -> Bool) -> Bool {
-        let deadline = MonotonicClock.deadline(after: timeout)
-        var result = false
-        events.wait(until: deadline) { _ in
-            let (reached, failed, stopping) = state.withLock { s in
-                (done(s), s.attempts > 0 && s.lastAttemptFailed && !s.connected, s.stopping)
-            }
-            result = reached
-            return reached || failed || stopping
+    private func waitFor(timeout: Double, _ done: (State) -> Bool) -> Bool {
+        var reached = false
+        state.wait(until: MonotonicClock.deadline(after: timeout)) { s in
+            reached = done(s)
+            return reached || (s.attempts > 0 && s.lastAttemptFailed && !s.connected) || s.stopping
         }
-        return result || state.withLock { done($0) }
+        return reached
     }
 
     // MARK: the connection thread
-
-    private func wake() {
-        events.update { $0 &+= 1 }
-    }
 
     private var isStopping: Bool { state.withLock { $0.stopping } }
 
@@ -252,13 +229,12 @@ public final class GPSClient: Service, FixProvider, Sendable {
         }
         /// Records one connection attempt's outcome (nil error: connected) for `status` and `doctor`.
         func noteAttempt(error: String?) {
-            state.withLock {
+            state.update {
                 $0.attempts += 1
                 $0.lastAttemptFailed = error != nil
                 $0.connected = error == nil
                 $0.lastError = error
             }
-            wake()
         }
         func failed(_ why: String) {
             noteAttempt(error: why)
@@ -292,7 +268,6 @@ public final class GPSClient: Service, FixProvider, Sendable {
             transition(to: .connected, .info, "connected to gpsd", [("gpsd", endpoint)])
             let (why, reports) = readLoop(connection)
             close(connection, error: why)
-            wake()
             if isStopping { break }
             // Only a connection that delivered something resets the backoff: a gpsd that accepts and drops at once
             // (the ECONNRESET race right after a kill, or a crash loop) must not be hammered every 0.5 s.
@@ -305,7 +280,7 @@ public final class GPSClient: Service, FixProvider, Sendable {
     }
 
     private func close(_ connection: Connection, error: String?) {
-        state.withLock {
+        state.update {
             $0.connection = nil
             $0.connected = false
             if let error { $0.lastError = error }
@@ -340,48 +315,12 @@ public final class GPSClient: Service, FixProvider, Sendable {
         }
     }
 
-    /// Folds one report into the cache; logs a clock problem the first time it is seen.
+    /// Folds one report into the cache (`GPSFixState`); logs a clock problem the first time it is seen.
     func apply(_ report: GPSReport, receivedAt: Double) {
         let system = Self.systemNow()
-        var clockWarning: Double?
-        let counted = state.withLock { s -> Bool in
-            if let used = report.satellitesUsed, let visible = report.satellitesVisible {
-                s.satellitesUsed = used
-                s.satellitesVisible = visible
-            }
-            switch report.kind {
-            case .emptyPoll:
-                s.reports += 1
-                return true
-            case .tpv:
-                break
-            case .sky, .other:
-                return false
-            }
-            if let mode = report.mode { s.lastMode = mode }
-            switch policy.update(for: report, receivedAt: receivedAt) {
-            case .fix(let fix):
-                s.fix = fix
-                if !fix.replayed {
-                    s.liveFix = fix
-                    let offset = ClockCheck.offset(systemNow: system, fix: fix, monotonicNow: receivedAt)
-                    let unsynchronised = ClockCheck.isUnsynchronised(
-                        systemNow: system, recentFix: fix, monotonicNow: receivedAt)
-                    s.clockUnsynchronised = unsynchronised
-                    if unsynchronised && !s.clockWarned {
-                        s.clockWarned = true
-                        clockWarning = offset
-                    }
-                }
-            case .lost:
-                s.fix = nil
-            case .ignore:
-                break
-            }
-            s.reports += 1
-            return true
-        }
-        if let offset = clockWarning {
+        // Through `update`: waiters for a first report or a live fix re-check.
+        let change = state.update { $0.gps.apply(report, receivedAt: receivedAt, systemNow: system) }
+        if let offset = change.clockWarning {
             logger.warn(
                 "system clock disagrees with GPS time; is NTP running?",
                 [
@@ -389,12 +328,11 @@ public final class GPSClient: Service, FixProvider, Sendable {
                     ("timeFromGPS", String(config.timeFromGPS)),
                 ])
         }
-        if counted { wake() }
     }
 
     /// Sleeps up to `seconds` (monotonic), waking early on `stop()`.
     private func sleep(_ seconds: Double) {
-        events.wait(until: MonotonicClock.deadline(after: seconds)) { _ in isStopping }
+        state.wait(until: MonotonicClock.deadline(after: seconds)) { $0.stopping }
     }
 
     // MARK: clocks

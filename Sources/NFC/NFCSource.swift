@@ -21,25 +21,7 @@ import Platform
 /// one that lay on a reader, already read, when pcscd went away is not read again after the reconnect (best
 /// effort: if the source reconnects before the new pcscd has seen the card, it is read again once).
 public final class NFCSource: Sendable {
-    private struct Shared: Sendable {
-        var started = false
-        var stopping = false
-        var finished = false
-        /// The live context's handle, so `stop()` can cancel the wait.
-        var contextHandle: Int?
-        var summary = "not started"
-    }
-
-    private let config: BridgeConfig.NFC
-    private let parser: PlingsURLParser
-    private let logger: Logger
-    private let submit: @Sendable (Read) -> Void
-    private let commit: (@Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void)?
-    private let onTap: (@Sendable (NFCTapEvent) -> Void)?
-    let feedback: NFCFeedback
-    private let shared = Mutex(Shared())
-    /// Wakes back-off sleeps and `stop()`'s wait for the thread (a change counter; waits are monotonic).
-    private let wakeup = Monitor(0)
+    private let context: ReaderMonitorContext
 
     /// Creates the source; nothing happens before `start()`.
     ///
@@ -56,31 +38,18 @@ public final class NFCSource: Sendable {
         onTap: (@Sendable (NFCTapEvent) -> Void)? = nil,
         commit: (@Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void)? = nil
     ) {
-        self.config = config
-        self.parser = PlingsURLParser(hosts: hosts)
-        self.logger = logger
-        self.submit = submit
-        self.commit = commit
-        self.onTap = onTap
-        self.feedback = NFCFeedback(logger: logger)
+        context = ReaderMonitorContext(
+            config: config, logger: logger, control: NFCControl(), feedback: NFCFeedback(logger: logger),
+            handoff: TapHandoff(parser: PlingsURLParser(hosts: hosts), submit: submit, commit: commit, onTap: onTap))
     }
 
     /// Starts the reader thread (once; later calls do nothing).
     public func start() {
-        let first = shared.withLock { state -> Bool in
-            guard !state.started else { return false }
-            state.started = true
-            state.summary = "starting"
-            return true
-        }
-        guard first else { return }
-        let thread = Thread { [self] in
-            var monitor = ReaderMonitor(source: self)
+        guard context.control.markStarted() else { return }
+        let thread = Thread { [context] in
+            var monitor = ReaderMonitor(context: context)
             monitor.run()
-            shared.withLock {
-                $0.finished = true; $0.contextHandle = nil
-            }
-            wakeup.update { $0 &+= 1 }
+            context.control.markFinished()
         }
         thread.name = "nfc-pcsc"
         thread.start()
@@ -89,124 +58,23 @@ public final class NFCSource: Sendable {
     /// Stops the reader thread and returns when it has ended, within about 1 s (a read in progress finishes
     /// first; it takes tens of milliseconds).
     public func stop() {
-        let running = shared.withLock { state -> Bool in
-            state.stopping = true
-            return state.started && !state.finished
+        guard let ended = context.control.stop(deadline: MonotonicClock.deadline(after: 1.0)) else { return }
+        if !ended {
+            context.logger.warn("NFC reader thread did not stop within 1 s")
         }
-        guard running else { return }
-        let deadline = MonotonicClock.deadline(after: 1.0)
-        while !shared.withLock({ $0.finished }) {
-            // Cancel under the lock that guards the handle, so the context cannot be released meanwhile. The
-            // cancel is repeated because one sent just before the thread entered the wait would be lost.
-            shared.withLock { state in
-                if let handle = state.contextHandle { PCSCContext.cancel(handle: handle) }
-            }
-            wakeup.update { $0 &+= 1 }
-            if MonotonicClock.now() >= deadline { break }
-            wakeup.wait(until: min(deadline, MonotonicClock.now() + 0.05)) { _ in shared.withLock { $0.finished } }
-        }
-        if !shared.withLock({ $0.finished }) {
-            logger.warn("NFC reader thread did not stop within 1 s")
-        }
-        feedback.stop()
+        context.feedback.stop()
     }
 
     /// What became of the feedback commands so far (for `status`).
-    public var feedbackCounters: NFCFeedbackCounters { feedback.counters }
+    public var feedbackCounters: NFCFeedbackCounters { context.feedback.counters }
 
     /// One line for status output: `pcscd not running: waiting`, `no readers`, `1 reader: ACS ACR122U 00 00`.
-    public var summary: String { shared.withLock { $0.summary } }
-
-    // MARK: for the monitor thread
-
-    var isStopping: Bool { shared.withLock { $0.stopping } }
-
-    func setSummary(_ text: String) { shared.withLock { $0.summary = text } }
-
-    /// Publishes (or clears) the context handle `stop()` cancels. Returns false when stopping already.
-    @discardableResult
-    func publish(contextHandle: Int?) -> Bool {
-        shared.withLock { state in
-            state.contextHandle = contextHandle
-            return !state.stopping
-        }
-    }
-
-    /// Sleeps up to `seconds` unless `stop()` is called.
-    func pause(_ seconds: Double) {
-        wakeup.wait(until: MonotonicClock.deadline(after: seconds)) { _ in isStopping }
-    }
-
-    var readerPatterns: [String] { config.readers }
-    var log: Logger { logger }
+    public var summary: String { context.control.summary }
 
     /// True when `reader` matches one of `patterns` (shell-style, `fnmatch`), or there are no patterns.
     public static func matches(_ reader: String, patterns: [String]) -> Bool {
         patterns.isEmpty || patterns.contains { fnmatch($0, reader, 0) == 0 }
     }
-
-    /// The `Read` for a completed tag read: the first URI whose host is accepted, else the first URI, else
-    /// empty (then `noURLReason` says why).
-    func makeRead(reader: String, result: TagReadResult, detectedAt: Date) -> Read {
-        let raw = NFCSource.chooseURI(result.uris, parser: parser) ?? ""
-        return Read(
-            sourceKind: .nfc, device: reader, uid: result.uid.map(NFCSource.hex), raw: raw, time: detectedAt,
-            noURLReason: result.uris.isEmpty ? (result.noURLReason ?? "no URI record on the tag") : nil)
-    }
-
-    /// A valid Plings URL first; else the first URI on an accepted host (the pipeline says what is wrong with
-    /// it); else the first URI (the pipeline marks it unrecognized).
-    static func chooseURI(_ uris: [String], parser: PlingsURLParser) -> String? {
-        var acceptedHost: String?
-        for uri in uris {
-            switch parser.parse(uri) {
-            case .success:
-                return uri
-            case .failure(let reason):
-                if acceptedHost == nil, Self.hostAccepted(reason) { acceptedHost = uri }
-            }
-        }
-        return acceptedHost ?? uris.first
-    }
-
-    private static func hostAccepted(_ reason: UnrecognizedReason) -> Bool {
-        switch reason {
-        case .hostNotAccepted, .notAURL, .unsupportedScheme, .empty, .tooLong, .noURL: return false
-        default: return true
-        }
-    }
-
-    var nfcConfig: BridgeConfig.NFC { config }
-
-    /// The profile of `reader`: `nfc.profiles` first, else recognised by name.
-    func profile(for reader: String) -> ReaderProfile {
-        ReaderProfile.resolve(readerName: reader, rules: config.profiles)
-    }
-
-    /// True when the read's URL is a valid Plings URL (it will be spooled as pending).
-    func isRecognized(_ read: Read) -> Bool {
-        if case .success = parser.parse(read.raw) { return true }
-        return false
-    }
-
-    /// Hands the read on; `then` gets the feedback outcome once it is committed (or at once without `commit`).
-    func deliver(_ read: Read, then: @escaping @Sendable (FeedbackOutcome) -> Void) {
-        let recognized = isRecognized(read)
-        guard let commit else {
-            submit(read)
-            then(recognized ? .accepted : .unrecognized)
-            return
-        }
-        commit(read) { result in
-            switch result {
-            case .committed(let pending): then(pending ? .accepted : .unrecognized)
-            case .duplicate: then(recognized ? .accepted : .unrecognized)
-            case .refused: then(.failed)
-            }
-        }
-    }
-
-    func report(_ event: NFCTapEvent) { onTap?(event) }
 
     /// Lower-case hex without separators, as the spool stores UIDs.
     public static func hex(_ bytes: [UInt8]) -> String {

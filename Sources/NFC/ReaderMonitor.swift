@@ -5,7 +5,9 @@ import Platform
 
 /// The loop on `NFCSource`'s thread: context lifecycle, reader list, the blocking wait, and the reads.
 ///
-/// State lives in this struct and is touched by that one thread only; `NFCSource` holds what `stop()` needs.
+/// State lives in this struct and is touched by that one thread only; what it shares with the rest of the
+/// source (the stop flag, the context handle, the summary, the feedback queue, the hand-off of reads) comes in
+/// one `ReaderMonitorContext`.
 struct ReaderMonitor {
     /// What the monitor remembers about one reader between waits.
     struct Track {
@@ -24,8 +26,8 @@ struct ReaderMonitor {
         var silenceRequested = false
     }
 
-    let source: NFCSource
-    private var context: PCSCContext?
+    let context: ReaderMonitorContext
+    private var pcsc: PCSCContext?
     private var tracks: [String: Track] = [:]
     /// The PnP pseudo-reader's last state (its upper 16 bits hold pcscd's reader count).
     private var plugAndPlay: UInt = 0
@@ -38,17 +40,18 @@ struct ReaderMonitor {
     private var lastLoss: (code: Int, time: Double)?
     private var knownReaders: [String]?
 
-    init(source: NFCSource) {
-        self.source = source
+    init(context: ReaderMonitorContext) {
+        self.context = context
     }
 
-    private var logger: Logger { source.log }
+    private var logger: Logger { context.logger }
+    private var control: NFCControl { context.control }
 
     mutating func run() {
         defer { dropContext() }
-        while !source.isStopping {
-            if let context {
-                step(context)
+        while !control.isStopping {
+            if let pcsc {
+                step(pcsc)
             } else {
                 connect()
             }
@@ -66,16 +69,16 @@ struct ReaderMonitor {
 
     private mutating func connect() {
         if backoff > 0 {
-            source.pause(backoff)
-            if source.isStopping { return }
+            control.pause(backoff)
+            if control.isStopping { return }
         }
         do {
             let fresh = try PCSCContext.establish()
-            guard source.publish(contextHandle: fresh.handle) else {
+            guard control.publish(contextHandle: fresh.handle) else {
                 fresh.release()
                 return
             }
-            context = fresh
+            pcsc = fresh
             plugAndPlay = 0
             knownReaders = nil
             if announcedDown {
@@ -84,7 +87,7 @@ struct ReaderMonitor {
             }
         } catch {
             failures += 1
-            source.setSummary("pcscd not running: waiting")
+            setSummary("pcscd not running: waiting")
             if !announcedDown {
                 announcedDown = true
                 logger.warn(
@@ -105,7 +108,7 @@ struct ReaderMonitor {
         }
         announcedDown = announcedDown || !repeated
         failures += 1
-        source.setSummary("pcscd connection lost: reconnecting")
+        setSummary("pcscd connection lost: reconnecting")
         for name in Array(tracks.keys) {
             guard var track = tracks[name] else { continue }
             track.skipPresentOnce = track.current & ReaderFlags.present != 0 && track.handled != nil
@@ -117,28 +120,28 @@ struct ReaderMonitor {
     }
 
     private mutating func dropContext() {
-        source.publish(contextHandle: nil)
-        context?.release()
-        context = nil
+        control.publish(contextHandle: nil)
+        pcsc?.release()
+        pcsc = nil
     }
 
     // MARK: one wait
 
-    private mutating func step(_ context: PCSCContext) {
+    private mutating func step(_ pcsc: PCSCContext) {
         let all: [String]
         do {
-            all = try context.listReaders()
+            all = try pcsc.listReaders()
         } catch {
             lose(error)
             return
         }
-        let readers = all.filter { NFCSource.matches($0, patterns: source.readerPatterns) }
+        let readers = all.filter(context.selects)
         noteReaders(readers, all: all)
 
         var states = readers.map { ReaderStatus(name: $0, current: tracks[$0]?.current ?? 0) }
         states.append(ReaderStatus(name: PCSCContext.plugAndPlay, current: plugAndPlay))
         do {
-            try context.getStatusChange(&states, timeout: PCSCContext.infinite)
+            try pcsc.getStatusChange(&states, timeout: PCSCContext.infinite)
         } catch {
             switch error.code {
             case PCSCError.cancelled, PCSCError.timeout:
@@ -146,7 +149,7 @@ struct ReaderMonitor {
             case PCSCError.unknownReader, PCSCError.readerUnavailable:
                 // A reader left between the list and the wait: re-list. Pause if it keeps happening.
                 readerErrors += 1
-                if readerErrors > 1 { source.pause(0.2) }
+                if readerErrors > 1 { control.pause(0.2) }
                 return
             default:
                 lose(error)
@@ -159,7 +162,7 @@ struct ReaderMonitor {
         let detected = MonotonicClock.now()
         plugAndPlay = states[states.count - 1].event & ~ReaderFlags.changed
         for status in states.dropLast() {
-            handle(status, context: context, detectedAt: detectedAt, detected: detected)
+            handle(status, pcsc: pcsc, detectedAt: detectedAt, detected: detected)
         }
     }
 
@@ -173,14 +176,14 @@ struct ReaderMonitor {
         case 1: summary = "1 reader: \(readers[0])"
         default: summary = "\(readers.count) readers: \(readers.joined(separator: ", "))"
         }
-        source.setSummary(summary)
+        setSummary(summary)
         if knownReaders != readers {
             knownReaders = readers
             logger.info("NFC readers: \(summary)", [("readers", String(readers.count))])
         }
     }
 
-    private mutating func handle(_ status: ReaderStatus, context: PCSCContext, detectedAt: Date, detected: Double) {
+    private mutating func handle(_ status: ReaderStatus, pcsc: PCSCContext, detectedAt: Date, detected: Double) {
         var track = tracks[status.name] ?? Track()
         defer { tracks[status.name] = track }
         track.current = status.event & ~ReaderFlags.changed
@@ -205,27 +208,29 @@ struct ReaderMonitor {
                 [("reader", status.name), ("atr", NFCReaders.hexUpper(status.atr))])
             return
         }
-        read(status, context: context, detectedAt: detectedAt, detected: detected, track: &track)
+        read(status, pcsc: pcsc, detectedAt: detectedAt, detected: detected, track: &track)
     }
 
     // MARK: one tap
 
     private func read(
-        _ status: ReaderStatus, context: PCSCContext, detectedAt: Date, detected: Double, track: inout Track
+        _ status: ReaderStatus, pcsc: PCSCContext, detectedAt: Date, detected: Double, track: inout Track
     ) {
         let kind = TagKind.from(atr: status.atr)
-        let profile = source.profile(for: status.name)
+        let profile = context.profile(for: status.name)
         var event = NFCTapEvent(
             reader: status.name, atr: status.atr, kind: kind, detectedAt: detectedAt, detectedMonotonic: detected,
             finishedMonotonic: detected, connectSeconds: 0, readSeconds: 0, transmitSeconds: 0, apduCount: 0)
         event.profile = profile
-        let silence = source.nfcConfig.silenceDetectBeep && profile.canSilenceDetectBeep && !track.silenceRequested
+        let silence = context.config.silenceDetectBeep && profile.canSilenceDetectBeep && !track.silenceRequested
         track.silenceRequested = track.silenceRequested || silence
-        let feedback = Feedback(source: source, reader: status.name, profile: profile, silence: silence)
+        let feedback = Feedback(
+            config: context.config.feedback, queue: context.feedback, reader: status.name, profile: profile,
+            silence: silence)
         let connectStart = MonotonicClock.now()
         let card: PCSCCard
         do {
-            card = try context.connect(reader: status.name)
+            card = try pcsc.connect(reader: status.name)
         } catch {
             let finished = MonotonicClock.now()
             event.connectSeconds = finished - connectStart
@@ -257,7 +262,7 @@ struct ReaderMonitor {
         event.apduCount = transport.count
         switch outcome {
         case .success(let result):
-            let read = source.makeRead(reader: status.name, result: result, detectedAt: detectedAt)
+            let read = handoff.makeRead(reader: status.name, result: result, detectedAt: detectedAt)
             event.result = result
             event.read = read
             logger.debug(
@@ -269,8 +274,8 @@ struct ReaderMonitor {
             note(result.fastRead, reader: status.name, track: &track)
             // Feedback goes to its own thread once the read is committed: neither the commit nor the next read
             // waits for it.
-            source.deliver(read) { outcome in feedback.send(outcome) }
-            source.report(event)
+            handoff.deliver(read) { outcome in feedback.send(outcome) }
+            handoff.report(event)
         case .failure(let error):
             event.error = error.description
             fail(event)
@@ -298,16 +303,17 @@ struct ReaderMonitor {
 
     /// Queues the feedback for one tap on the feedback thread.
     struct Feedback: Sendable {
-        let source: NFCSource
+        /// `nfc.feedback`.
+        let config: BridgeConfig.NFC.Feedback
+        let queue: NFCFeedback
         let reader: String
         let profile: ReaderProfile
         let silence: Bool
 
         func send(_ outcome: FeedbackOutcome) {
-            let config = source.nfcConfig.feedback
             let pattern = config.enabled && profile.feedback != nil ? config.pattern(for: outcome) : nil
             guard pattern.map({ !$0.isOff }) ?? false || silence else { return }
-            source.feedback.enqueue(
+            queue.enqueue(
                 NFCFeedback.Job(reader: reader, profile: profile, pattern: pattern, silence: silence))
         }
     }
@@ -317,6 +323,10 @@ struct ReaderMonitor {
         logger.warn(
             "NFC read failed: nothing recorded; tap again",
             [("reader", event.reader), ("kind", event.kind.code), ("error", event.error ?? "unknown")])
-        source.report(event)
+        handoff.report(event)
     }
+
+    private var handoff: TapHandoff { context.handoff }
+
+    private func setSummary(_ text: String) { control.summary = text }
 }

@@ -8,20 +8,18 @@ public enum AtomicFile {
     public static func write(_ bytes: [UInt8], to path: String, mode: mode_t) throws(SystemError) {
         let directory = parentDirectory(of: path)
         let temporary = path + ".tmp"
-        let fd = try systemCall("open(\(temporary))") {
-            open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode)
-        }
+        let file = try FileDescriptor.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, mode: mode)
         do {
-            try writeAll(fd, bytes, name: temporary)
+            try file.writeAll(bytes, call: "write(\(temporary))")
             // The umask may have narrowed `mode` at creation; the file's readers need exactly `mode`.
-            try systemCall("fchmod(\(temporary))") { fchmod(fd, mode) }
-            try systemCall("fsync(\(temporary))") { fsync(fd) }
-            close(fd)
+            try systemCall("fchmod(\(temporary))") { fchmod(file.rawValue, mode) }
+            try systemCall("fsync(\(temporary))") { fsync(file.rawValue) }
         } catch {
-            close(fd)
             unlink(temporary)
             throw error
         }
+        // Closed before the rename; a close error after a good fsync loses nothing, as before.
+        try? file.close()
         do {
             try systemCall("rename(\(temporary), \(path))") { rename(temporary, path) }
         } catch {
@@ -31,25 +29,10 @@ public enum AtomicFile {
         try syncDirectory(directory)
     }
 
-    /// Writes every byte, resuming after short writes.
-    public static func writeAll(_ fd: Int32, _ bytes: [UInt8], name: String) throws(SystemError) {
-        var offset = 0
-        while offset < bytes.count {
-            let start = offset
-            let written = try systemCall("write(\(name))") {
-                bytes.withUnsafeBytes { buffer in
-                    buffer.baseAddress.map { Glibc.write(fd, $0 + start, buffer.count - start) } ?? 0
-                }
-            }
-            offset += written
-        }
-    }
-
     /// fsyncs a directory, making the creation, rename or removal of its entries durable.
     public static func syncDirectory(_ directory: String) throws(SystemError) {
-        let fd = try systemCall("open(\(directory))") { open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC) }
-        defer { close(fd) }
-        try systemCall("fsync(\(directory))") { fsync(fd) }
+        let file = try FileDescriptor.open(directory, O_RDONLY | O_DIRECTORY)
+        try systemCall("fsync(\(directory))") { fsync(file.rawValue) }
     }
 
     /// The directory part of `path` ("." for a bare name).

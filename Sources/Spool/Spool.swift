@@ -136,13 +136,15 @@ public final class Spool: Sendable {
         let mode: mode_t =
             stat((path as NSString).deletingLastPathComponent, &directory) == 0
             ? 0o600 | (directory.st_mode & 0o060) : 0o600
-        let fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode)
-        if fd < 0 {
-            if errno == EEXIST { return }
-            throw .sqlite(SQLiteError(code: -1, message: String(cString: strerror(errno)), context: "create \(path)"))
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor.open(path, O_WRONLY | O_CREAT | O_EXCL, mode: mode)
+        } catch {
+            if error.errno == EEXIST { return }
+            throw .sqlite(
+                SQLiteError(code: -1, message: String(cString: strerror(error.errno)), context: "create \(path)"))
         }
-        _ = fchmod(fd, mode)
-        close(fd)
+        _ = fchmod(file.rawValue, mode)
     }
 
     /// Switches to WAL. Changing the journal mode needs an exclusive lock and SQLite does not call the busy
@@ -350,7 +352,7 @@ public final class Spool: Sendable {
         try withConnection { db throws(SQLiteError) in try db.scalarInt("PRAGMA data_version") ?? 0 }
     }
 
-    // MARK: - Managing
+    // MARK: - Managing (operator actions; delivery's bookkeeping is in Spool+Delivery.swift)
 
     /// Revives one dead scan (back to pending, attempts reset). Returns false when no dead scan has that id.
     public func retry(id: String) throws(SpoolError) -> Bool {
@@ -388,190 +390,4 @@ public final class Spool: Sendable {
             return db.changes
         }
     }
-
-    // MARK: - Delivery
-
-    /// The longest wait the forwarder ever sets on a scan: a `Retry-After` (capped at one hour) or a lease (the
-    /// request timeout plus 5 s), with room to spare. A `next_attempt_at` further ahead than this was written
-    /// before the wall clock was stepped back (a box booting without a real-time clock, then NTP): such a scan
-    /// is due now, or it would wait for as long as the step.
-    public static let longestWait: Double = 2 * 3600
-
-    /// The SQL condition "due at ?1", where ?3 is ?1 + `longestWait` (see there).
-    static let dueCondition =
-        "(s.next_attempt_at IS NULL OR s.next_attempt_at <= ?1 OR s.next_attempt_at > ?3)"
-
-    /// Claims up to `limit` scans that may be sent now: pending, due, and the oldest pending scan of their
-    /// identifier (so a later scan never overtakes an earlier one), skipping identifiers in `busy`.
-    ///
-    /// Claiming moves `next_attempt_at` forward by `lease`, so another process (a `scan` command, a second
-    /// service by mistake) does not send the same scan at the same time; if we die, the lease runs out and the
-    /// scan is retried. Delivery stays at-least-once: the idempotency key covers a retry after a lost answer.
-    public func claimDeliverable(now: Date, lease: Double, limit: Int, busy: Set<String>) throws(SpoolError)
-        -> [ScanRecord]
-    {
-        try withBookkeeping { db throws(SQLiteError) in
-            try db.transaction { () throws(SQLiteError) in
-                let select = try db.prepare(
-                    """
-                    SELECT \(Spool.columns) FROM scans AS s
-                    WHERE s.state = 'pending' AND s.input IS NOT NULL
-                      AND \(Spool.dueCondition)
-                      AND NOT EXISTS (SELECT 1 FROM scans AS e WHERE e.state = 'pending'
-                                      AND e.identifier = s.identifier AND e.seq < s.seq)
-                    ORDER BY s.seq LIMIT ?2
-                    """)
-                try select.bind(1, Timestamp.format(now))
-                try select.bind(2, limit + busy.count)
-                try select.bind(3, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
-                var claimed: [ScanRecord] = []
-                while try select.step() {
-                    let record = Spool.record(select)
-                    if let identifier = record.identifier, busy.contains(identifier) { continue }
-                    if claimed.count < limit { claimed.append(record) }
-                }
-                let leaseUntil = Timestamp.format(now.addingTimeInterval(lease))
-                let update = try db.prepare("UPDATE scans SET next_attempt_at = ?2 WHERE id = ?1")
-                for record in claimed {
-                    try update.bind(1, record.id)
-                    try update.bind(2, leaseUntil)
-                    try update.step()
-                }
-                return claimed
-            }
-        }
-    }
-
-    /// Claims one scan for the `scan` command's single attempt, only if no earlier scan of its identifier is
-    /// pending (docs/contracts.md, "Delivery order"). Returns nil when it must be left to `run`.
-    public func claimIfHead(id: String, now: Date, lease: Double) throws(SpoolError) -> ScanRecord? {
-        try withBookkeeping { db throws(SQLiteError) in
-            try db.transaction { () throws(SQLiteError) in
-                let select = try db.prepare(
-                    """
-                    SELECT \(Spool.columns) FROM scans AS s
-                    WHERE s.id = ?2 AND s.state = 'pending' AND s.input IS NOT NULL
-                      AND \(Spool.dueCondition)
-                      AND NOT EXISTS (SELECT 1 FROM scans AS e WHERE e.state = 'pending'
-                                      AND e.identifier = s.identifier AND e.seq < s.seq)
-                    """)
-                try select.bind(1, Timestamp.format(now))
-                try select.bind(2, id)
-                try select.bind(3, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
-                guard try select.step() else { return nil }
-                let record = Spool.record(select)
-                try select.step()
-                let update = try db.prepare("UPDATE scans SET next_attempt_at = ?2 WHERE id = ?1")
-                try update.bind(1, id)
-                try update.bind(2, Timestamp.format(now.addingTimeInterval(lease)))
-                try update.step()
-                return record
-            }
-        }
-    }
-
-    /// The earliest time a pending scan that heads its identifier becomes due (scans behind an earlier one of
-    /// their identifier wait for it, not for a time), for the forwarder's sleep; nil when none is pending.
-    /// A time further ahead of `now` than `longestWait` counts as due (a wall clock stepped back).
-    public func nextDueTime(now: Date) throws(SpoolError) -> Date? {
-        try withBookkeeping { db throws(SQLiteError) in
-            let s = try db.prepare(
-                """
-                SELECT MIN(CASE WHEN s.next_attempt_at IS NULL OR s.next_attempt_at > ?1 THEN ''
-                                ELSE s.next_attempt_at END) FROM scans AS s
-                WHERE s.state = 'pending' AND s.input IS NOT NULL
-                  AND NOT EXISTS (SELECT 1 FROM scans AS e WHERE e.state = 'pending'
-                                  AND e.identifier = s.identifier AND e.seq < s.seq)
-                """)
-            try s.bind(1, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
-            guard try s.step(), !s.isNull(0), let text = s.string(0) else { return nil }
-            try s.step()
-            return text.isEmpty ? Date(timeIntervalSince1970: 0) : Timestamp.parse(text)
-        }
-    }
-
-    /// Records an attempt's result. Only a row still `pending` changes: if an operator purged or revived it
-    /// meanwhile, their action wins.
-    public func recordOutcome(id: String, outcome: RecordedOutcome, now: Date) throws(SpoolError) {
-        try withBookkeeping { db throws(SQLiteError) in
-            let s = try db.prepare(
-                """
-                UPDATE scans SET state = ?2, attempts = attempts + 1, last_error = ?3, next_attempt_at = ?4,
-                                 delivered_at = ?5, response = COALESCE(?6, response), last_attempt_at = ?7
-                WHERE id = ?1 AND state = 'pending'
-                """)
-            try s.bind(1, id)
-            try s.bind(7, Timestamp.format(now))
-            switch outcome {
-            case .delivered(let response):
-                try s.bind(2, ScanState.delivered.rawValue)
-                try s.bind(3, nil)
-                try s.bind(4, nil)
-                try s.bind(5, Timestamp.format(now))
-                try s.bind(6, response)
-            case .dead(let reason, let response):
-                try s.bind(2, ScanState.dead.rawValue)
-                try s.bind(3, reason)
-                try s.bind(4, nil)
-                try s.bind(5, nil)
-                try s.bind(6, response)
-            case .retry(let reason, let nextAttempt):
-                try s.bind(2, ScanState.pending.rawValue)
-                try s.bind(3, reason)
-                try s.bind(4, Timestamp.format(nextAttempt))
-                try s.bind(5, nil)
-                try s.bind(6, nil)
-            }
-            try s.step()
-        }
-    }
-
-    /// Delivery is paused (the API refused our token): the scan stays pending and due, its attempt is not
-    /// counted against it, and the reason is kept for `spool stats`.
-    public func recordPaused(id: String, reason: String, now: Date) throws(SpoolError) {
-        try withBookkeeping { db throws(SQLiteError) in
-            let s = try db.prepare(
-                """
-                UPDATE scans SET last_error = ?2, next_attempt_at = NULL, last_attempt_at = ?3
-                WHERE id = ?1 AND state = 'pending'
-                """)
-            try s.bind(1, id)
-            try s.bind(2, reason)
-            try s.bind(3, Timestamp.format(now))
-            try s.step()
-        }
-    }
-
-    /// Makes every pending scan that is backing off due now, except those leased in `except`: the API came
-    /// back, so the backlog drains at once instead of each scan waiting out its own backoff.
-    @discardableResult
-    public func makeBackoffDue(now: Date, except: Set<String>) throws(SpoolError) -> Int {
-        try withBookkeeping { db throws(SQLiteError) in
-            let s = try db.prepare(
-                """
-                UPDATE scans SET next_attempt_at = NULL
-                WHERE state = 'pending' AND next_attempt_at > ?1 AND id NOT IN (SELECT value FROM json_each(?2))
-                """)
-            try s.bind(1, Timestamp.format(now))
-            try s.bind(2, JSONValue.array(except.map { .string($0) }).encoded())
-            try s.step()
-            return db.changes
-        }
-    }
-
-    /// Releases a claimed scan without counting an attempt (shutdown abandoned the request).
-    public func release(id: String) throws(SpoolError) {
-        try withBookkeeping { db throws(SQLiteError) in
-            let s = try db.prepare("UPDATE scans SET next_attempt_at = NULL WHERE id = ?1 AND state = 'pending'")
-            try s.bind(1, id)
-            try s.step()
-        }
-    }
-}
-
-/// What a delivery attempt leaves on a scan.
-public enum RecordedOutcome: Sendable, Equatable {
-    case delivered(response: String)
-    case dead(reason: String, response: String?)
-    case retry(reason: String, nextAttempt: Date)
 }

@@ -228,7 +228,7 @@ struct ReaderLoopTests {
         #expect(throws: SystemError("ioctl(EVIOCGKEY)", errno: ENOTTY)) { try EvdevNode.heldKeys(pipe.readFD) }
         #expect(throws: SystemError("ioctl(EVIOCGNAME)", errno: ENOTTY)) { try EvdevNode.name(pipe.readFD) }
         #expect(throws: SystemError("open(/nonexistent/event9)", errno: ENOENT)) {
-            try EvdevNode.open("/nonexistent/event9")
+            _ = try EvdevNode.open("/nonexistent/event9")
         }
     }
 }

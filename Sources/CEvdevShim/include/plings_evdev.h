@@ -27,9 +27,6 @@ static inline unsigned long plings_evdev_eviocgrab_request(void) { return EVIOCG
 /// Exclusive grab (`on` != 0) or release. The int travels by value, not by pointer.
 int plings_evdev_grab(int fd, int on);
 
-/// A non-blocking pipe whose ends are close-on-exec from the start (pipe2: no window for a fork elsewhere).
-int plings_wake_pipe(int fds[2]);
-
 /// The device name into `buffer` (PLINGS_EVDEV_NAME_BYTES bytes, NUL-terminated on success).
 int plings_evdev_name(int fd, char *buffer);
 
