@@ -3,15 +3,21 @@ import CSysShim
 import Forwarder
 import Foundation
 import Glibc
+import HID
+import Location
+import Logging
+import NFC
 import Spool
 
 /// `plings-bridge doctor`: checks what a gate box needs, each with a one-line finding and the fix.
 ///
-/// Hardware checks (readers, scanners, gpsd fix) are contributed by the source modules through `extraChecks`
-/// so this file knows no PC/SC, udev or libgps. Nothing here changes the system.
+/// Hardware checks are contributed by the source modules (`NFCDoctor`, `HIDDoctor`, `LocationDoctor`), so this
+/// file knows no PC/SC, udev or libgps. Nothing here changes the system; the CLI only prints the result.
 public enum Doctor {
+    /// Every check in `doctor`'s order. `settings` is nil when the configuration did not load (`configError`
+    /// says why): then only that finding is reported. `logger` gets the gpsd connection's own lines.
     public static func run(
-        settings: Settings?, configError: String?, token: String?, extraChecks: [DoctorCheck]
+        settings: Settings?, configError: String?, token: String?, environment: [String: String], logger: Logger
     ) -> [DoctorCheck] {
         var checks: [DoctorCheck] = []
         if let configError {
@@ -21,17 +27,27 @@ public enum Doctor {
             checks.append(
                 DoctorCheck("config", .ok, "configuration valid (\(settings?.configPath ?? "built-in defaults"))"))
         }
-        guard let settings else { return checks + extraChecks }
+        guard let settings else { return checks }
         checks.append(spoolCheck(settings))
         checks.append(diskCheck(settings))
         checks.append(contentsOf: apiChecks(settings, token: token))
         checks.append(mqttCheck(settings))
-        checks.append(contentsOf: extraChecks)
+        checks.append(contentsOf: tokenChecks(settings, environment: environment))
+        let config = settings.config
+        checks.append(contentsOf: NFCDoctor.checks(config: config.nfc))
+        checks.append(HIDDoctor.check(config: config.hid))
+        checks.append(LocationDoctor.check(config: config.location, logger: logger))
         checks.append(udevRulesCheck())
         checks.append(polkitCheck())
         checks.append(clockCheck())
         if let metrics = metricsCheck(settings) { checks.append(metrics) }
         return checks
+    }
+
+    /// The token file's warnings (one a group or other users can read), as findings.
+    static func tokenChecks(_ settings: Settings, environment: [String: String]) -> [DoctorCheck] {
+        let lookup = try? TokenSource.resolve(config: settings.config, environment: environment)
+        return (lookup?.warnings ?? []).map { DoctorCheck("token", .warn, $0.message, fix: $0.fix) }
     }
 
     /// With `metrics.textfile` set: the file exists, is fresh, readable by other users (node_exporter), and the

@@ -42,7 +42,7 @@ public final class Forwarder: Service {
     private let state: Monitor<State>
     private let spool: Spool
     private let logger: Logger
-    private let backoff = Backoff(base: 1, cap: 300)
+    private static let backoff = Backoff(base: 1, cap: 300)
     /// How long a delivery pause (refused token, redirect) lasts before one probe is tried (SIGHUP ends it).
     public static let pauseDuration: Double = 300
     /// How long a claimed scan is reserved: the request timeout plus a margin. If this process dies, another
@@ -265,17 +265,20 @@ public final class Forwarder: Service {
                 state.update { $0.workersRunning -= 1 }
                 return
             }
-            let outcome = Delivery(settings: settings, client: client).attempt(record)
-            let now = Date()
-            let retryAt = state.withLock { apply(outcome, settings: settings, now: now, to: &$0) }
-            // Record first, then free the identifier: the next scan of it is claimed only once this one's
+            // The outcome's time, when it made the whole backlog due again (recovery).
+            var backlogDueAt: Date?
+            Forwarder.send(record, settings: settings, client: client, spool: spool, logger: logger) { outcome, now in
+                let retryAt = state.withLock { apply(outcome, settings: settings, now: now, to: &$0) }
+                if retryAt.backlogDue { backlogDueAt = now }
+                return retryAt.time
+            }
+            // Recorded first, then the identifier is freed: the next scan of it is claimed only once this one's
             // outcome is durable.
-            Forwarder.record(outcome, id: record.id, retryAt: retryAt.time, now: now, spool: spool, logger: logger)
             let except = state.withLock { s in
                 s.inFlight.removeValue(forKey: record.id)
                 return Set(s.inFlight.keys)
             }
-            if retryAt.backlogDue { _ = try? spool.makeBackoffDue(now: now, except: except) }
+            if let now = backlogDueAt { _ = try? spool.makeBackoffDue(now: now, except: except) }
             wake()
         }
     }
@@ -311,7 +314,7 @@ public final class Forwarder: Service {
             return (nil, recovered)
         case .retry(let reason, let retryAfter):
             s.stats.failures += 1
-            let delay = backoff.delay(
+            let delay = Forwarder.backoff.delay(
                 attempt: s.consecutiveFailures, retryAfter: retryAfter, random: Double.random(in: 0...1))
             s.consecutiveFailures += 1
             if case .healthy = s.health {
@@ -342,9 +345,51 @@ public final class Forwarder: Service {
         }
     }
 
+    /// Sends one claimed scan and records the outcome: the one path of the workers and of `scan`'s single attempt
+    /// (`deliverOnce`). `retryAt` answers, for the outcome and the time it came, when a retry is due.
+    @discardableResult
+    static func send(
+        _ record: ScanRecord, settings: APISettings, client: HTTPClient, spool: Spool, logger: Logger,
+        retryAt: (DeliveryOutcome?, Date) -> Date?
+    ) -> DeliveryOutcome? {
+        let outcome = Delivery(settings: settings, client: client).attempt(record)
+        let now = Date()
+        Forwarder.record(outcome, id: record.id, retryAt: retryAt(outcome, now), now: now, spool: spool, logger: logger)
+        return outcome
+    }
+
+    /// What `deliverOnce` did.
+    public enum OneAttempt: Sendable {
+        /// An earlier scan of the identifier is pending: the scan is left to the service so capture order holds.
+        case notHead
+        /// libcurl gave no client; the scan was released untouched.
+        case noClient
+        /// The attempt's outcome, recorded in the spool (nil: cancelled, the scan was released).
+        case sent(DeliveryOutcome?)
+    }
+
+    /// `scan`'s single delivery attempt (docs/contracts.md, "Delivery order"): only when no earlier scan of the
+    /// identifier is pending, sent and recorded exactly as a worker does, a retry due after the first backoff.
+    public static func deliverOnce(scanID: String, spool: Spool, settings: APISettings, logger: Logger) -> OneAttempt {
+        guard let record = try? spool.claimIfHead(id: scanID, now: Date(), lease: lease(settings)) else {
+            return .notHead
+        }
+        guard let client = HTTPClient() else {
+            logger.error("cannot create an HTTP client (libcurl)")
+            try? spool.release(id: scanID)
+            return .noClient
+        }
+        let outcome = send(record, settings: settings, client: client, spool: spool, logger: logger) { outcome, now in
+            guard case .retry(_, let retryAfter)? = outcome else { return nil }
+            return now.addingTimeInterval(
+                backoff.delay(attempt: 0, retryAfter: retryAfter, random: Double.random(in: 0...1)))
+        }
+        return .sent(outcome)
+    }
+
     /// Writes one attempt's result to the spool, exactly as the service and `scan`'s one attempt both record
     /// it (outside any lock: it is a disk write). A nil outcome (cancelled at shutdown) releases the scan.
-    public static func record(
+    static func record(
         _ outcome: DeliveryOutcome?, id: String, retryAt: Date?, now: Date, spool: Spool, logger: Logger
     ) {
         do {

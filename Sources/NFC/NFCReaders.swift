@@ -24,6 +24,8 @@ public struct NFCReaderListing: Sendable {
     public var problem: String?
     /// Every reader pcscd knows, whether or not it matches `nfc.readers`.
     public var readers: [NFCReaderInfo]
+    /// The PC/SC error behind `problem`: its code, not its text, tells a refused user from an absent pcscd.
+    public var error: PCSCError? = nil
 }
 
 /// One-shot PC/SC queries for the CLI (`readers`), separate from the long-running `NFCSource`.
@@ -38,14 +40,14 @@ public enum NFCReaders {
         do {
             context = try PCSCContext.establish()
         } catch {
-            return NFCReaderListing(problem: "pcscd not running (\(error.name))", readers: [])
+            return NFCReaderListing(problem: "pcscd not running (\(error.name))", readers: [], error: error)
         }
         defer { context.release() }
         let names: [String]
         do {
             names = try context.listReaders()
         } catch {
-            return NFCReaderListing(problem: "cannot list readers: \(error.description)", readers: [])
+            return NFCReaderListing(problem: "cannot list readers: \(error.description)", readers: [], error: error)
         }
         guard !names.isEmpty else { return NFCReaderListing(problem: nil, readers: []) }
         var states = names.map { ReaderStatus(name: $0, current: 0) }
@@ -54,7 +56,7 @@ public enum NFCReaders {
         } catch {
             return NFCReaderListing(
                 problem: "cannot read reader states: \(error.description)",
-                readers: names.map { NFCReaderInfo(name: $0, cardPresent: false) })
+                readers: names.map { NFCReaderInfo(name: $0, cardPresent: false) }, error: error)
         }
         let readers = states.map { status -> NFCReaderInfo in
             guard status.cardPresent else {

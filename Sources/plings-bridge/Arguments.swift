@@ -7,19 +7,17 @@ struct UsageError: Error, CustomStringConvertible {
     var description: String { message }
 }
 
-/// Minimal `--flag value` parsing: the toolchain offers no argument parser and outside packages are not
-/// available, so each command declares the flags it accepts and anything else is a usage error naming it.
+/// Minimal `--flag value` parsing against a command's description (`Command`): the toolchain offers no argument
+/// parser and outside packages are not available. A flag the command does not describe is a usage error naming
+/// it. `--flag=value` and `--flag value` are the same; `--` ends the flags.
 struct Arguments {
-    /// Flags that take a value, and flags that are switches.
-    let valued: Set<String>
-    let switches: Set<String>
+    let command: Command
     private(set) var values: [(flag: String, value: String)] = []
     private(set) var set: Set<String> = []
     private(set) var positional: [String] = []
 
-    init(_ args: ArraySlice<String>, valued: Set<String>, switches: Set<String>) throws(UsageError) {
-        self.valued = valued
-        self.switches = switches.union(["--help", "-h", "--json"])
+    init(_ args: ArraySlice<String>, for command: Command) throws(UsageError) {
+        self.command = command
         var iterator = args.makeIterator()
         var onlyPositional = false
         while let arg = iterator.next() {
@@ -37,11 +35,12 @@ struct Arguments {
                 name = String(arg[..<eq])
                 inline = String(arg[arg.index(after: eq)...])
             }
-            if valued.contains(name) {
+            guard let option = command.option(named: name) else { throw UsageError("unknown option \(name)") }
+            if option.value != nil {
                 guard let value = inline ?? iterator.next() else { throw UsageError("\(name) needs a value") }
                 values.append((name, value))
                 set.insert(name)
-            } else if self.switches.contains(name), inline == nil {
+            } else if inline == nil {
                 set.insert(name)
             } else {
                 throw UsageError("unknown option \(name)")
@@ -54,4 +53,20 @@ struct Arguments {
     func value(_ flag: String) -> String? { values.last(where: { $0.flag == flag })?.value }
     var wantsHelp: Bool { has("--help") || has("-h") }
     var json: Bool { has("--json") }
+
+    /// The flags that set configuration keys, as `Settings.load` takes them: valued ones in command-line order,
+    /// then the switches.
+    var configFlags: [(flag: String, path: String, value: JSONValue)] {
+        var flags: [(flag: String, path: String, value: JSONValue)] = []
+        for (flag, value) in values {
+            if case .key(let path)? = command.option(named: flag)?.setting {
+                flags.append((flag, path, .string(value)))
+            }
+        }
+        for option in command.options {
+            guard case .disables(let path) = option.setting else { continue }
+            for name in option.names where has(name) { flags.append((name, path, .bool(false))) }
+        }
+        return flags
+    }
 }

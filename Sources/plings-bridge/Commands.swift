@@ -6,17 +6,6 @@ import NFC
 import Logging
 import Spool
 
-/// Flags shared by every command.
-let commonValued: Set<String> = ["--config", "--spool", "--log-level"]
-/// Flags of the commands that run sources (`run`, `scan`), and the config key each one sets.
-let sourceValued: [String: String] = [
-    "--api-url": "api.url", "--api-token-file": "api.tokenFile", "--gpsd": "location.gpsd",
-    "--fixed-location": "location.fixed",
-]
-let sourceSwitches: [String: String] = [
-    "--no-location": "location.enabled", "--no-nfc": "nfc.enabled", "--no-hid": "hid.enabled",
-]
-
 /// The failure a command ends with, mapped to its exit code.
 enum CommandFailure: Error {
     case usage(String)
@@ -30,27 +19,24 @@ struct CLI {
 
     func main(_ argv: [String]) async -> Int32 {
         let args = argv.dropFirst()
-        guard let command = args.first else {
-            print(Help.main)
+        guard let name = args.first else {
+            print(CLI.mainHelp)
             return 2
         }
         do {
-            switch command {
-            case "run": return try await run(args.dropFirst())
-            case "scan": return try await scan(args.dropFirst())
-            case "spool": return try spool(args.dropFirst())
-            case "gps": return try await gps(args.dropFirst())
-            case "scanners": return try scanners(args.dropFirst())
-            case "version": return try version(args.dropFirst())
-            case "doctor": return try doctor(args.dropFirst())
-            case "status": return try status(args.dropFirst())
-            case "readers": return try readers(args.dropFirst())
-            case "test-read": return try await testRead(args.dropFirst())
-            case "help", "--help", "-h":
-                print(helpText(for: args.dropFirst().first))
-                return 0
-            default:
-                throw CommandFailure.usage("unknown command '\(command)'")
+            guard let command = CLI.command(named: name) else {
+                throw CommandFailure.usage("unknown command '\(name)'")
+            }
+            switch command.handler {
+            case .raw(let handler):
+                return handler(self, args.dropFirst())
+            case .parsed(let handler):
+                let parsed = try Arguments(args.dropFirst(), for: command)
+                if parsed.wantsHelp {
+                    print(command.help)
+                    return 0
+                }
+                return try await handler(self, parsed)
             }
         } catch let failure as CommandFailure {
             switch failure {
@@ -65,7 +51,7 @@ struct CLI {
                 return 1
             }
         } catch let error as UsageError {
-            logger.error(error.message, [("hint", "plings-bridge \(command) --help")])
+            logger.error(error.message, [("hint", "plings-bridge \(name) --help")])
             return 2
         } catch {
             logger.error("\(error)")
@@ -73,40 +59,17 @@ struct CLI {
         }
     }
 
-    func helpText(for command: String?) -> String {
-        switch command {
-        case "run": return Help.run
-        case "scan": return Help.scan
-        case "spool": return Help.spool
-        case "gps": return Help.gps
-        case "scanners": return Help.scanners
-        case "version": return Help.version
-        case "doctor": return Help.doctor
-        case "status": return Help.status
-        case "readers": return Help.readers
-        case "test-read": return Help.testRead
-        default: return Help.main
-        }
-    }
-
-    /// Parses flags and loads the configuration layers (file, environment, flags).
-    func settings(_ args: Arguments, sources: Bool) throws -> Settings {
+    /// Loads the configuration layers (file, environment, the command's flags) and applies `--log-level`.
+    func settings(_ args: Arguments) throws -> Settings {
         if let level = args.value("--log-level") {
             guard let parsed = ["debug": LogLevel.debug, "info": .info, "warn": .warn, "error": .error][level] else {
                 throw CommandFailure.usage("--log-level must be debug, info, warn or error")
             }
             logger.minimum = parsed
         }
-        var flags: [(flag: String, path: String, value: JSONValue)] = []
-        if let spool = args.value("--spool") { flags.append(("--spool", "spool.path", .string(spool))) }
-        if sources {
-            for (flag, value) in args.values {
-                if let path = sourceValued[flag] { flags.append((flag, path, .string(value))) }
-            }
-            for (flag, path) in sourceSwitches where args.has(flag) { flags.append((flag, path, .bool(false))) }
-        }
         do {
-            return try Settings.load(configPath: args.value("--config"), flags: flags, environment: environment)
+            return try Settings.load(
+                configPath: args.value("--config"), flags: args.configFlags, environment: environment)
         } catch {
             throw CommandFailure.config(error.description)
         }
@@ -114,20 +77,14 @@ struct CLI {
 
     // MARK: run
 
-    func run(_ rest: ArraySlice<String>) async throws -> Int32 {
-        let args = try Arguments(
-            rest, valued: commonValued.union(sourceValued.keys), switches: Set(sourceSwitches.keys))
-        if args.wantsHelp {
-            print(Help.run)
-            return 0
-        }
+    func run(_ args: Arguments) async throws -> Int32 {
         guard args.positional.isEmpty else { throw CommandFailure.usage("run takes no arguments") }
-        let settings = try settings(args, sources: true)
+        let settings = try settings(args)
         let token = try loadToken(settings)
         if let token { logger.addSecret(token) }
         let reload: @Sendable () throws -> (Settings, String?) = {
             let cli = CLI()
-            let fresh = try cli.settings(args, sources: true)
+            let fresh = try cli.settings(args)
             let freshToken = try cli.loadToken(fresh)
             if let freshToken { Logger.shared.addSecret(freshToken) }
             return (fresh, freshToken)
@@ -173,14 +130,7 @@ struct CLI {
 
     // MARK: scan
 
-    func scan(_ rest: ArraySlice<String>) async throws -> Int32 {
-        let args = try Arguments(
-            rest, valued: commonValued.union(sourceValued.keys).union(["--source", "--device"]),
-            switches: Set(sourceSwitches.keys).union(["--dry-run"]))
-        if args.wantsHelp {
-            print(Help.scan)
-            return 0
-        }
+    func scan(_ args: Arguments) async throws -> Int32 {
         guard args.positional.count == 1 else {
             throw CommandFailure.usage("scan takes exactly one TEXT argument (use '' for an empty read)")
         }
@@ -191,45 +141,23 @@ struct CLI {
             }
             kind = parsed
         }
-        let settings = try settings(args, sources: true)
+        let settings = try settings(args)
         let token = try scanToken(settings)
         if let token { logger.addSecret(token) }
-        // Location: wait up to 1 s for a live fix from gpsd (a refused connection costs no wait), then take the
-        // fix fresh now, exactly like a read in the service. gpsd's cached answer to a new client is not enough:
-        // it repeats the last fix for as long as the receiver is silent.
-        let (provider, gps) = LocationSource.makeFixProvider(config: settings.config, logger: quietLogger())
-        gps?.start()
-        if let gps { await waitInThread { gps.waitForLiveFix(timeout: 1) } }
-        let now = Date()
-        let read = Read(
-            sourceKind: kind, device: args.value("--device") ?? "cli", raw: args.positional[0],
-            time: gps?.readTime(now: now) ?? now)
-        let fix = provider.currentFix()
-        gps?.stop()
-        let builder = ScanBuilder(parser: PlingsURLParser(hosts: settings.config.hosts))
-
+        let scan = OneShotScan(settings: settings, logger: logger)
+        let capture = await scan.capture(
+            args.positional[0], kind: kind, device: args.value("--device") ?? "cli", locationLogger: quietLogger())
         if args.has("--dry-run") {
-            let scan = builder.build(read, fix: fix)
-            guard let input = scan.inputJSON else {
-                logger.warn("read is unrecognized: nothing would be sent", [("reason", scan.reason ?? "")])
-                return 0
+            switch scan.requestBody(capture) {
+            case .body(let body): print(body)
+            case .unrecognized(let reason):
+                logger.warn("read is unrecognized: nothing would be sent", [("reason", reason)])
             }
-            print(GraphQLRequestBody.build(document: settings.config.api.document, inputJSON: input))
             return 0
         }
-
         let spool = try openSpool(settings, create: true)
-        let pipeline = Pipeline(
-            spool: spool, builder: builder, fixProvider: FixedFixProvider.optional(fix),
-            debounce: [:], logger: logger)
-        pipeline.start()
-        let outcome = await pipeline.accept(read)
-        pipeline.stop()
-        switch outcome {
+        switch await scan.commit(capture, to: spool, token: token) {
         case .accepted(let scan):
-            if scan.state == .pending, let api = settings.apiSettings(token: token) {
-                OneShotDelivery.deliver(scanID: scan.id, spool: spool, api: api, logger: logger)
-            }
             let record = try? spool.record(id: scan.id)
             print((record?.json() ?? .string(scan.id)).encoded())
             return 0
@@ -242,13 +170,6 @@ struct CLI {
 
     /// gpsd's connection lines would only add noise to a one-shot command: errors only (unless debugging).
     func quietLogger() -> Logger { Logger(minimum: logger.minimum == .debug ? .debug : .error) }
-
-    /// Runs a blocking wait on its own thread (never on the cooperative pool).
-    func waitInThread(_ body: @escaping @Sendable () -> Bool) async {
-        _ = await withCheckedContinuation { continuation in
-            Thread { continuation.resume(returning: body()) }.start()
-        }
-    }
 
     func openSpool(_ settings: Settings, create: Bool) throws -> Spool {
         let path = settings.spoolPath
@@ -293,19 +214,12 @@ struct CLI {
 
     // MARK: spool
 
-    func spool(_ rest: ArraySlice<String>) throws -> Int32 {
-        let args = try Arguments(
-            rest, valued: commonValued.union(["--state", "--limit", "--older-than"]),
-            switches: ["--dead", "--delivered"])
+    func spool(_ args: Arguments) throws -> Int32 {
         guard let sub = args.positional.first else {
-            print(Help.spool)
-            return args.wantsHelp ? 0 : 2
+            print(args.command.help)
+            return 2
         }
-        if args.wantsHelp {
-            print(Help.spool)
-            return 0
-        }
-        let settings = try settings(args, sources: false)
+        let settings = try settings(args)
         // `retry` and `purge` change the spool; everything else only looks and opens it read-only.
         let changes = sub == "retry" || sub == "purge"
         try requirePermission(settings.spoolPath, what: "the spool", write: changes)
@@ -378,12 +292,13 @@ struct CLI {
                 } else {
                     for state in ScanState.allCases { print("\(state.rawValue): \(stats.counts[state] ?? 0)") }
                     show(
-                        "oldest pending: " + (stats.oldestPendingAge.map { Duration.describe($0) + " ago" } ?? "none"))
+                        "oldest pending: "
+                            + (stats.oldestPendingAge.map { DurationText.describe($0) + " ago" } ?? "none"))
                     show("last error: " + (stats.lastError ?? "none"))
                     for sink in sinkStats {
                         var line = "sink \(sink.name)\(sink.enabled ? "" : " (disabled)"): \(sink.pending) pending, "
                         line += "\(sink.delivered) published, oldest pending: "
-                        line += sink.oldestPendingAge.map { Duration.describe($0) + " ago" } ?? "none"
+                        line += sink.oldestPendingAge.map { DurationText.describe($0) + " ago" } ?? "none"
                         line += ", last error: " + (sink.lastError ?? "none")
                         show(line)
                     }
@@ -411,13 +326,13 @@ struct CLI {
                 guard let text = args.value("--older-than") else {
                     throw CommandFailure.usage("purge needs --older-than AGE, e.g. 7d, 12h, 30m or seconds")
                 }
-                guard let age = Duration.parse(text) else {
+                guard let age = DurationText.parse(text) else {
                     throw CommandFailure.usage(
                         "--older-than '\(text)' is not an age: a finite number >= 0 of seconds, or with d, h, m, s, w")
                 }
                 // The cutoff must be a time the spool can write (RFC 3339: years 0001-9999).
                 let now = Date()
-                let oldest = now.timeIntervalSince(Duration.yearOne)
+                let oldest = now.timeIntervalSince(DurationText.yearOne)
                 guard age <= oldest else {
                     throw CommandFailure.usage(
                         "--older-than \(text) reaches back before the year 1; at most \(Int(oldest / 86_400))d")
@@ -450,12 +365,7 @@ struct CLI {
 
     // MARK: version
 
-    func version(_ rest: ArraySlice<String>) throws -> Int32 {
-        let args = try Arguments(rest, valued: [], switches: [])
-        if args.wantsHelp {
-            print(Help.version)
-            return 0
-        }
+    func version(_ args: Arguments) throws -> Int32 {
         let libraries: [(String, String)] = [
             ("sqlite", sqliteLibraryVersion), ("curl", OneShotDelivery.curlVersion),
             ("pcsclite", NFCReaders.pcscLiteVersion), ("libgps API", LocationSource.libgpsAPIVersion),
@@ -481,19 +391,12 @@ struct CLI {
 /// output is printed as it is: JSON escaping keeps it exact.
 func show(_ line: String) { print(TerminalText.escape(line)) }
 
-extension FixedFixProvider {
-    /// A provider answering the fix captured once (the `scan` command captures it before opening the spool).
-    static func optional(_ fix: LocationFix?) -> any FixProvider {
-        fix.map { FixedFixProvider(fix: $0) } ?? NoFixProvider()
-    }
-}
-
 extension String {
     func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
 }
 
-/// Human durations: `7d`, `12h`, `30m`, `45s` or plain seconds.
-enum Duration {
+/// Durations as people type and read them: `7d`, `12h`, `30m`, `45s` or plain seconds.
+enum DurationText {
     /// 0001-01-01T00:00:00Z, the earliest time RFC 3339 (four-digit years) can write.
     static let yearOne = Date(timeIntervalSince1970: -62_135_596_800)
 

@@ -7,22 +7,15 @@ extension CLI {
     /// `plings-bridge gps [--json] [--gpsd HOST:PORT]`: asks gpsd once (waiting up to ~2 s for its first
     /// report) and prints the connection, the last fix, satellites and the clock offset. gpsd absent is a
     /// result (connected false), not a failure: exit 0.
-    func gps(_ rest: ArraySlice<String>) async throws -> Int32 {
-        let args = try Arguments(rest, valued: commonValued.union(["--gpsd"]), switches: [])
-        if args.wantsHelp {
-            print(Help.gps)
-            return 0
-        }
+    func gps(_ args: Arguments) async throws -> Int32 {
         guard args.positional.isEmpty else { throw CommandFailure.usage("gps takes no arguments") }
-        // `sources: true` maps --gpsd onto location.gpsd; gps accepts no other source flag.
-        let settings = try settings(args, sources: true)
+        let settings = try settings(args)
         let location = settings.config.location
         guard GPSDAddress.parse(location.gpsd) != nil else {
             throw CommandFailure.config("location.gpsd must be HOST:PORT, got '\(location.gpsd)'")
         }
         // The connection's state lines would only repeat what this command prints; keep errors (and debug).
-        let quiet = Logger(minimum: logger.minimum == .debug ? .debug : .error)
-        let client = GPSClient(config: location, logger: quiet)
+        let client = GPSClient(config: location, logger: quietLogger())
         client.start()
         let started = Date()
         if await waitFor(client, { $0.waitForFirstReport(timeout: 2) }) {

@@ -8,14 +8,9 @@ import Platform
 extension CLI {
     // MARK: readers
 
-    func readers(_ rest: ArraySlice<String>) throws -> Int32 {
-        let args = try Arguments(rest, valued: commonValued, switches: [])
-        if args.wantsHelp {
-            print(Help.readers)
-            return 0
-        }
+    func readers(_ args: Arguments) throws -> Int32 {
         guard args.positional.isEmpty else { throw CommandFailure.usage("readers takes no arguments") }
-        let config = try settings(args, sources: false).config
+        let config = try settings(args).config
         let listing = NFCReaders.list()
         let patterns = config.nfc.readers
         if args.json {
@@ -66,12 +61,7 @@ extension CLI {
 
     // MARK: test-read
 
-    func testRead(_ rest: ArraySlice<String>) async throws -> Int32 {
-        let args = try Arguments(rest, valued: commonValued.union(["--reader", "--count", "--timeout"]), switches: [])
-        if args.wantsHelp {
-            print(Help.testRead)
-            return 0
-        }
+    func testRead(_ args: Arguments) async throws -> Int32 {
         guard args.positional.isEmpty else { throw CommandFailure.usage("test-read takes no arguments") }
         let count =
             try args.value("--count").map { text -> Int in
@@ -79,8 +69,8 @@ extension CLI {
                 return n
             } ?? 1
         let timeout =
-            try args.value("--timeout").map { try Duration.wait($0, flag: "--timeout") } ?? 60
-        let config = try settings(args, sources: false).config
+            try args.value("--timeout").map { try DurationText.wait($0, flag: "--timeout") } ?? 60
+        let config = try settings(args).config
         var nfc = config.nfc
         if let reader = args.value("--reader") { nfc.readers = [reader] }
 

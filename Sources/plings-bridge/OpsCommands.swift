@@ -1,32 +1,23 @@
 import Bridge
 import BridgeCore
 import Foundation
-import HID
-import Location
-import NFC
 
 extension CLI {
-    /// `plings-bridge doctor [--json]`: every check with its finding and fix; exit 1 when one failed.
-    func doctor(_ rest: ArraySlice<String>) throws -> Int32 {
-        let args = try Arguments(
-            rest, valued: commonValued.union(sourceValued.keys), switches: Set(sourceSwitches.keys))
-        if args.wantsHelp {
-            print(Help.doctor)
-            return 0
-        }
+    /// `plings-bridge doctor [--json]`: every check with its finding and fix (`Doctor`); exit 1 when one failed.
+    func doctor(_ args: Arguments) throws -> Int32 {
         var settings: Settings?
         var configError: String?
         var token: String?
         do {
-            settings = try self.settings(args, sources: true)
+            settings = try self.settings(args)
             if let loaded = settings { token = try loadToken(loaded, logWarnings: false) }
         } catch let CommandFailure.config(message) {
             configError = message
         }
         if let token { logger.addSecret(token) }
         let checks = Doctor.run(
-            settings: settings, configError: configError, token: token,
-            extraChecks: settings.map { tokenChecks($0) + hardwareChecks($0) } ?? [])
+            settings: settings, configError: configError, token: token, environment: environment,
+            logger: quietLogger())
         if args.json {
             print(JSONValue.array(checks.map { $0.json() }).encoded())
         } else {
@@ -40,105 +31,9 @@ extension CLI {
         return DoctorCheck.exitCode(checks)
     }
 
-    /// The token file's warnings (one a group or other users can read), as findings.
-    func tokenChecks(_ settings: Settings) -> [DoctorCheck] {
-        let lookup = try? TokenSource.resolve(config: settings.config, environment: environment)
-        return (lookup?.warnings ?? []).map { DoctorCheck("token", .warn, $0.message, fix: $0.fix) }
-    }
-
-    /// Checks contributed by the hardware modules (readers, scanners, gpsd).
-    func hardwareChecks(_ settings: Settings) -> [DoctorCheck] {
-        readerChecks(settings.config) + [scannersCheck(settings.config), gpsCheck(settings.config)]
-    }
-
-    /// pcscd reachable (and polkit letting us in), then the readers present.
-    func readerChecks(_ config: BridgeConfig) -> [DoctorCheck] {
-        guard config.nfc.enabled else { return [DoctorCheck("pcscd", .skip, "NFC readers disabled")] }
-        let listing = NFCReaders.list()
-        if let problem = listing.problem {
-            let denied = problem.lowercased().contains("denied") || problem.lowercased().contains("security")
-            return [
-                DoctorCheck(
-                    "pcscd", .fail, problem,
-                    fix: denied
-                        ? "install the polkit rule for group plings (udev/60-plings-bridge-pcsc.rules) and add the user to it"
-                        : "install and start pcscd: apt-get install pcscd && systemctl enable --now pcscd.socket"),
-                DoctorCheck("readers", .skip, "not checked: pcscd not reachable"),
-            ]
-        }
-        let readers = listing.readers.filter { NFCSource.matches($0.name, patterns: config.nfc.readers) }
-        let drivers = NFCDriverChecks.checks(readers: readers.map(\.name), config: config.nfc)
-        let pcscd = DoctorCheck("pcscd", .ok, "pcscd reachable")
-        if readers.isEmpty {
-            return [
-                pcscd,
-                DoctorCheck(
-                    "readers", .warn,
-                    "no NFC reader attached" + (config.nfc.readers.isEmpty ? "" : " matching nfc.readers"),
-                    fix:
-                        "plug in a PC/SC reader (ACR122U: blacklist pn533/nfc, see docs/operations.md); `plings-bridge readers`"
-                ),
-            ] + drivers
-        }
-        return [
-            pcscd,
-            DoctorCheck("readers", .ok, "\(readers.count) reader(s): " + readers.map(\.name).joined(separator: ", ")),
-        ] + drivers
-    }
-
-    func scannersCheck(_ config: BridgeConfig) -> DoctorCheck {
-        guard config.hid.enabled else { return DoctorCheck("scanners", .skip, "HID scanners disabled") }
-        let scanners = HIDSource.scan(config: config.hid).filter(\.matched)
-        if scanners.isEmpty {
-            return DoctorCheck(
-                "scanners", .warn, "no barcode scanner found (none attached, or not recognised)",
-                fix: "plug one in; `plings-bridge scanners` lists candidates and why they do not match (hid.match)")
-        }
-        let broken = scanners.filter { !$0.openable || !$0.grabbable }
-        if let first = broken.first {
-            return DoctorCheck(
-                "scanners", .fail,
-                "\(broken.count) of \(scanners.count) scanner(s) cannot be used: \(first.devnode): \(first.problem ?? "not openable or grabbable")",
-                fix: "install the udev rule (group plings, mode 0660) and make sure no other program grabs the scanner")
-        }
-        return DoctorCheck(
-            "scanners", .ok, "\(scanners.count) scanner(s): " + scanners.map(\.devnode).joined(separator: ", "))
-    }
-
-    func gpsCheck(_ config: BridgeConfig) -> DoctorCheck {
-        let location = config.location
-        guard location.enabled else { return DoctorCheck("gpsd", .skip, "location disabled: scans carry no position") }
-        let client = GPSClient(config: location, logger: quietLogger())
-        client.start()
-        defer { client.stop() }
-        _ = client.waitForFirstReport(timeout: 1.5)
-        let status = client.status()
-        let fallback = location.fixed.map { "the fixed position \($0.latitude),\($0.longitude) is used" }
-        guard status.connected else {
-            return DoctorCheck(
-                "gpsd", fallback == nil ? .warn : .ok,
-                "gpsd at \(location.gpsd) not reachable" + (fallback.map { "; \($0)" } ?? ": scans carry no position"),
-                fix: fallback == nil
-                    ? "start gpsd (systemctl start gpsd) or set location.fixed for a gate that does not move" : "")
-        }
-        if status.fresh, let lat = status.latitude, let lon = status.longitude {
-            let accuracy = status.accuracy.map { String(format: " ±%.0f m", $0) } ?? ""
-            return DoctorCheck("gpsd", .ok, "gpsd has a fix: \(lat),\(lon)\(accuracy), mode \(status.mode ?? 0)D")
-        }
-        return DoctorCheck(
-            "gpsd", .warn,
-            "gpsd reachable but no fresh fix (mode \(status.mode ?? 0))" + (fallback.map { "; \($0)" } ?? ""),
-            fix: "give the receiver a view of the sky; check `plings-bridge gps`")
-    }
-
     /// `plings-bridge status [--json]`: the running service's snapshot (sources, last reads, spool, delivery).
-    func status(_ rest: ArraySlice<String>) throws -> Int32 {
-        let args = try Arguments(rest, valued: commonValued, switches: [])
-        if args.wantsHelp {
-            print(Help.status)
-            return 0
-        }
-        let settings = try self.settings(args, sources: false)
+    func status(_ args: Arguments) throws -> Int32 {
+        let settings = try self.settings(args)
         let path = settings.statusPath
         try requirePermission(path, what: "the service's status file", write: false)
         // A pid outside 1...Int32.max is a broken file, not a process: kill(0) and kill(-1) would "find" our own

@@ -10,15 +10,9 @@ extension CLI {
     /// `plings-bridge scanners [--json]`: the keyboards udev knows, which are scanners and why, and whether
     /// they can be opened and grabbed. `--watch` reads the scanners (as `run` would) and prints each line;
     /// with `--pipeline` each line also goes through the real pipeline into the spool (debounce included).
-    func scanners(_ rest: ArraySlice<String>) throws -> Int32 {
-        let args = try Arguments(
-            rest, valued: commonValued.union(["--count", "--duration"]), switches: ["--watch", "--pipeline"])
-        if args.wantsHelp {
-            print(Help.scanners)
-            return 0
-        }
+    func scanners(_ args: Arguments) throws -> Int32 {
         guard args.positional.isEmpty else { throw CommandFailure.usage("scanners takes no arguments") }
-        let settings = try settings(args, sources: false)
+        let settings = try settings(args)
         if args.has("--watch") {
             return try watchScanners(args, settings)
         }
@@ -51,7 +45,7 @@ extension CLI {
             guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--count must be a positive number") }
             return n
         }
-        let duration = try args.value("--duration").map { try Duration.wait($0, flag: "--duration") }
+        let duration = try args.value("--duration").map { try DurationText.wait($0, flag: "--duration") }
         let config = settings.config
         let printed = Mutex(0)
         let done = DispatchSemaphore(value: 0)

@@ -1,0 +1,46 @@
+import BridgeCore
+import CPCSCLite
+
+/// `doctor`'s NFC findings: pcscd reachable (and polkit letting this user in), the readers `nfc.readers`
+/// selects, and their drivers (`NFCDriverChecks`). The NFC module contributes them so `Doctor` knows no PC/SC.
+public enum NFCDoctor {
+    public static func checks(config: BridgeConfig.NFC) -> [DoctorCheck] {
+        guard config.enabled else { return [DoctorCheck("pcscd", .skip, "NFC readers disabled")] }
+        let listing = NFCReaders.list()
+        if let problem = listing.problem {
+            return [
+                DoctorCheck(
+                    "pcscd", .fail, problem,
+                    fix: listing.error?.isAccessDenied ?? false
+                        ? "install the polkit rule for group plings (udev/60-plings-bridge-pcsc.rules) and add the user to it"
+                        : "install and start pcscd: apt-get install pcscd && systemctl enable --now pcscd.socket"),
+                DoctorCheck("readers", .skip, "not checked: pcscd not reachable"),
+            ]
+        }
+        let readers = listing.readers.filter { NFCSource.matches($0.name, patterns: config.readers) }
+        let drivers = NFCDriverChecks.checks(readers: readers.map(\.name), config: config)
+        let pcscd = DoctorCheck("pcscd", .ok, "pcscd reachable")
+        if readers.isEmpty {
+            return [
+                pcscd,
+                DoctorCheck(
+                    "readers", .warn,
+                    "no NFC reader attached" + (config.readers.isEmpty ? "" : " matching nfc.readers"),
+                    fix:
+                        "plug in a PC/SC reader (ACR122U: blacklist pn533/nfc, see docs/operations.md); `plings-bridge readers`"
+                ),
+            ] + drivers
+        }
+        return [
+            pcscd,
+            DoctorCheck("readers", .ok, "\(readers.count) reader(s): " + readers.map(\.name).joined(separator: ", ")),
+        ] + drivers
+    }
+}
+
+extension PCSCError {
+    /// pcscd refused this user: pcsc-lite answers a client polkit does not authorise with
+    /// `SCARD_W_SECURITY_VIOLATION` (docs/operations.md, "Let the service user use pcscd"); `SCARD_E_NO_ACCESS` is
+    /// the header's other "access denied".
+    var isAccessDenied: Bool { code == SCARD_W_SECURITY_VIOLATION || code == SCARD_E_NO_ACCESS }
+}

@@ -1,0 +1,197 @@
+/// Every command of `plings-bridge`, each described once (`Command`): `--help`, the command list, the parser and
+/// dispatch all read this table. docs/contracts.md, "Command line", is the contract it implements.
+extension CLI {
+    static let commands: [Command] = [
+        Command(
+            "run", summary: "the service: sources, pipeline, spool, forwarder (until SIGTERM/SIGINT)",
+            about: """
+                Runs the service until SIGTERM or SIGINT (graceful: commits the read in hand, stops within 5 s).
+                SIGHUP reloads the configuration. With no api.url, scans wait in the local spool.
+                """,
+            sources: Option.source, handler: .parsed { try await $0.run($1) }),
+        Command(
+            "scan", synopsis: "scan TEXT", summary: "one read through the pipeline; prints the spool record as JSON",
+            usage: ["scan TEXT [--source nfc|hid|manual] [--dry-run] [options]"],
+            about: """
+                Sends TEXT (a Plings URL, or anything a scanner could type) through the same pipeline as a real read:
+                location fix, input, spool, and one delivery attempt when an API is configured. Prints the spool
+                record as JSON. Exit 0 when the read was accepted into the spool (unrecognized reads included).
+                """,
+            options: [
+                Option("--source", value: "KIND", "the source to record: nfc, hid or manual (default manual)"),
+                Option("--device", value: "NAME", "the device name to record (default cli)"),
+                Option("--dry-run", "print the exact HTTP request body; spool nothing"),
+            ],
+            sources: Option.source, handler: .parsed { try await $0.scan($1) }),
+        Command(
+            "spool", synopsis: "spool list|stats|retry|export|purge", summary: "inspect and manage the local spool",
+            usage: ["spool <subcommand> [options]"],
+            about: """
+                  list [--state S] [--limit N] [--json]
+                                           scans in capture order (JSON: one object per line)
+                  stats [--json]           counts per state, oldest pending age, last delivery error
+                  retry ID | --dead        revive a dead scan (or all of them) for delivery
+                  export                   every scan as JSON lines (for backup or hand-over)
+                  purge --delivered --older-than AGE
+                                           delete delivered scans older than AGE (e.g. 7d, 12h, 3600)
+                Pending, dead and unrecognized scans are never purged.
+                """,
+            options: [
+                Option("--state", value: "S", "list: only scans in state S (pending, delivered, dead, unrecognized)"),
+                Option("--limit", value: "N", "list: at most N scans"),
+                Option("--dead", "retry: every dead scan"),
+                Option("--delivered", "purge: delivered scans (required: nothing else is purged)"),
+                Option("--older-than", value: "AGE", "purge: scans older than AGE (7d, 12h, 30m, 45s, 1w or seconds)"),
+            ],
+            handler: .parsed { try $0.spool($1) }),
+        Command(
+            "status", summary: "the running service: sources, last reads, spool, delivery",
+            about: """
+                The running service's snapshot: sources, last read per device, spool counts, delivery state and the
+                last error. Exit 1 when the service is not running.
+                """,
+            handler: .parsed { try $0.status($1) }),
+        Command(
+            "doctor", summary: "checks pcscd, readers, udev rules, scanners, gpsd, clock, spool, API",
+            about: """
+                Checks everything a gate needs, one line each with the fix: configuration, spool (writable, free disk,
+                schema), API (reachable, token accepted), readers and pcscd, scanners, gpsd, udev and polkit rules,
+                clock. Runs without hardware and says so. Exit 0 when nothing failed, 1 otherwise.
+                JSON: an array of {"name", "status", "message", "fix"}.
+                """,
+            sources: Option.source, handler: .parsed { try $0.doctor($1) }),
+        Command(
+            "gps", summary: "gpsd status: connected, mode, position, accuracy, fix age, satellites",
+            usage: ["gps [--json] [--gpsd HOST:PORT] [options]"],
+            about: """
+                Asks gpsd (location.gpsd, default 127.0.0.1:2947) for its status, waiting up to 2 s for a report:
+                connected or not, fix mode, position, accuracy (metres), fix age, satellites used/visible, and the
+                system clock's offset from GPS time. gpsd not running is reported (connected false), exit 0.
+                JSON: {"connected", "mode", "latitude", "longitude", "accuracy", "fixAge", "satellitesUsed",
+                "satellitesVisible", "clockOffset", ...}; null when unknown.
+                """,
+            options: [Option("--gpsd", value: "HOST:PORT", "the gpsd to ask", sets: .key("location.gpsd"))],
+            handler: .parsed { try await $0.gps($1) }),
+        Command(
+            "scanners", synopsis: "scanners [--json]",
+            summary: "USB HID barcode scanners: match reason, open/grab check; --watch reads them",
+            usage: [
+                "scanners [--json] [options]",
+                "scanners --watch [--count N] [--duration SECONDS] [--pipeline] [options]",
+            ],
+            about: """
+                Lists every keyboard udev knows: devnode, vendor:model (4-digit hex), serial, ID_PATH, whether it is
+                a scanner and why (the udev rule's PLINGS_SCANNER=1, or a hid.match rule), and whether it can be
+                opened and grabbed now (a scanner held by a running plings-bridge says "grabbed by another process").
+                JSON: an array of {"devnode", "name", "vendor", "model", "serial", "path", "matched", "reason",
+                "openable", "grabbable", "stableName", "layout", "problem"}; empty when there is nothing.
+                """,
+            options: [
+                Option(
+                    "--watch",
+                    """
+                    read the scanners as `run` would (grab, layout, suffix) and print each
+                    line as JSON {"device", "raw", "time"}; stops after --count lines or
+                    --duration seconds, else runs until interrupted
+                    """),
+                Option("--count", value: "N", "with --watch: stop after N lines"),
+                Option("--duration", value: "SECONDS", "with --watch: stop after this many seconds"),
+                Option(
+                    "--pipeline",
+                    """
+                    with --watch: also commit each line to the spool through the pipeline
+                    (hid.debounce applies) and print its outcome
+                    """),
+            ],
+            handler: .parsed { try $0.scanners($1) }),
+        Command(
+            "readers", summary: "PC/SC readers: card present, ATR, tag kind, UID",
+            about: """
+                Lists the PC/SC readers pcscd knows, whether a card is on each, its ATR, tag kind and UID, and whether
+                nfc.readers selects the reader. No pcscd or no readers is an empty list (exit 0); the line says why.
+                JSON: an array of {"name", "cardPresent", "atr", "tagKind", "tagName", "uid", "selected", "note"}.
+                """,
+            handler: .parsed { try $0.readers($1) }),
+        Command(
+            "test-read", summary: "read N taps and show UID, URL, APDUs and timings (for hardware testers)",
+            usage: ["test-read [--reader NAME] [--count N] [--timeout S] [--json] [options]"],
+            about: """
+                Waits for N taps (default 1) and prints, per tap, the UID, tag kind, URL, APDU count, detect-to-read
+                and read time, or the error; then a summary with the success rate and the median and p95
+                detect-to-read time. Nothing is spooled. Exit 1 when a read failed or a tap did not come in time.
+                JSON: one object per tap, then {"summary": {...}}.
+                """,
+            options: [
+                Option(
+                    "--reader", value: "NAME", "only this reader (a shell-style pattern; default nfc.readers, else all)"
+                ),
+                Option("--count", value: "N", "taps to wait for (default 1)"),
+                Option("--timeout", value: "S", "seconds to wait for each tap (default 60)"),
+            ],
+            handler: .parsed { try await $0.testRead($1) }),
+        Command(
+            "version", summary: "version and linked library versions",
+            about: "Prints the version and the versions of the linked libraries.",
+            handler: .parsed { try $0.version($1) }),
+        Command(
+            "help", synopsis: "help [COMMAND]", summary: "this text, or a command's", usage: ["help [COMMAND]"],
+            handler: .raw { cli, words in cli.help(words.first) }),
+    ]
+
+    /// The command named `name`; `--help` and `-h` in its place are `help`.
+    static func command(named name: String) -> Command? {
+        let name = name == "--help" || name == "-h" ? "help" : name
+        return commands.first { $0.name == name }
+    }
+
+    /// `plings-bridge --help`: the command list and the options every command takes, from the table.
+    static var mainHelp: String {
+        var lines = [
+            "plings-bridge: reads Plings NFC tags and QR codes from fixed hardware and reports them to the Plings API.",
+            "", "Usage: plings-bridge <command> [options]", "", "Commands:",
+        ]
+        lines += commands.flatMap { Command.row($0.synopsis, $0.summary) }
+        lines += ["", "Options every command takes:"] + Command.describe(Option.common)
+        lines += ["", "Exit codes: 0 success, 1 runtime failure, 2 usage or configuration error."]
+        return lines.joined(separator: "\n")
+    }
+
+    /// `help [COMMAND]`: a command's help, or the main help for no or an unknown command. Exit 0.
+    func help(_ name: String?) -> Int32 {
+        print(CLI.commands.first { $0.name == name }?.help ?? CLI.mainHelp)
+        return 0
+    }
+}
+
+extension Option {
+    /// The options every command takes.
+    static let common = [
+        Option("--config", value: "PATH", "JSON config (default /etc/plings-bridge/config.json when present)"),
+        Option(
+            "--spool", value: "PATH", "the spool database (default under $STATE_DIRECTORY or ~/.local/state)",
+            sets: .key("spool.path")),
+        Option("--json", "machine-readable output (where the command has one)"),
+        Option("--log-level", value: "LEVEL", "debug, info, warn or error (default info)"),
+        Option("--help", short: "-h", "help"),
+    ]
+
+    /// The flags of the commands that run sources (`run`, `scan`, `doctor`), each setting its config key.
+    static let source = [
+        Option(
+            "--api-url", value: "URL",
+            "deliver to this GraphQL endpoint (https://; http:// to loopback with\napi.allowInsecureHTTP)",
+            sets: .key("api.url")),
+        Option(
+            "--api-token-file", value: "PATH", "bearer token file (never pass the token itself on the command line)",
+            sets: .key("api.tokenFile")),
+        Option(
+            "--gpsd", value: "HOST:PORT", "gpsd to ask for the position (default 127.0.0.1:2947)",
+            sets: .key("location.gpsd")),
+        Option(
+            "--fixed-location", value: "LAT,LON[,ACC]", "the position of a gate that does not move",
+            sets: .key("location.fixed")),
+        Option("--no-location", "never attach a position", sets: .disables("location.enabled")),
+        Option("--no-nfc", "disable the NFC readers", sets: .disables("nfc.enabled")),
+        Option("--no-hid", "disable the HID barcode scanners", sets: .disables("hid.enabled")),
+    ]
+}
