@@ -89,26 +89,26 @@ public final class SourceSet: Service {
         current.nfc?.stop()
     }
 
-    /// One line per source kind, for the start-up summary and `status`.
-    public var summaries: [(kind: String, state: String)] {
+    /// Each source kind's state, for the start-up summary and `status`.
+    public var states: [(kind: String, state: SourceState)] {
         let current = running.withLock { $0 }
         let config = current.config ?? BridgeConfig()
         return [
-            ("nfc", current.nfc?.summary ?? (config.nfc.enabled ? "starting" : "disabled")),
-            ("hid", current.hid?.summary ?? (config.hid.enabled ? "starting" : "disabled")),
+            ("nfc", current.nfc?.state ?? SourceState(config.nfc.enabled ? "starting" : "disabled", up: false)),
+            ("hid", current.hid?.state ?? SourceState(config.hid.enabled ? "starting" : "disabled", up: false)),
         ]
     }
+
+    /// One line per source kind.
+    public var summaries: [(kind: String, state: String)] { states.map { ($0.kind, $0.state.summary) } }
 
     /// Status reporter entries: a source is "up" when it has at least one working device.
     public var reporterSources: [StatusReporter.Source] {
         ["nfc", "hid"].map { kind in
             StatusReporter.Source(
                 kind: kind,
-                state: { [self] in summaries.first { $0.kind == kind }?.state ?? "" },
-                up: { [self] in
-                    let state = summaries.first { $0.kind == kind }?.state ?? ""
-                    return !(state.hasPrefix("no ") || state.hasPrefix("disabled") || state.contains("not running"))
-                },
+                state: { [self] in states.first { $0.kind == kind }?.state.summary ?? "" },
+                up: { [self] in states.first { $0.kind == kind }?.state.isUp ?? false },
                 details: { [self] in
                     guard kind == "nfc", let counters = nfcFeedback else { return [] }
                     return [("feedback", counters.json)]

@@ -60,13 +60,19 @@ public final class HIDSource: Sendable {
     }
 
     /// One line for the startup log and status: which scanners are read, or that none is there yet.
-    public var summary: String {
+    public var summary: String { state.summary }
+
+    /// The source's state: the summary, and up while at least one scanner is open and read.
+    public var state: SourceState {
         control.status.withLock { state in
-            if let note = state.note { return note }
-            if state.scanners.isEmpty { return "no scanners found: waiting for one to be plugged in" }
+            if let note = state.note { return SourceState(note, up: false) }
+            if state.scanners.isEmpty {
+                return SourceState("no scanners found: waiting for one to be plugged in", up: false)
+            }
             let list = state.scanners.map { "\($0.name) (\($0.devnode)\($0.grabbed ? ", grabbed" : ""))" }
-            return "\(state.scanners.count) scanner\(state.scanners.count == 1 ? "" : "s"): "
-                + list.joined(separator: ", ")
+            return SourceState(
+                "\(state.scanners.count) scanner\(state.scanners.count == 1 ? "" : "s"): "
+                    + list.joined(separator: ", "), up: true)
         }
     }
 

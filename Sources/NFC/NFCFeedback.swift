@@ -1,4 +1,5 @@
 import BridgeCore
+import CPCSCLite
 import Foundation
 import Logging
 import Platform
@@ -225,7 +226,7 @@ struct PCSCControlChannel: ReaderControlChannel {
 
     private mutating func map(_ error: PCSCError) -> CardTransportError {
         if error.isCardGone { return .cardRemoved }
-        if [PCSCError.noService, PCSCError.serviceStopped, PCSCError.commError, PCSCError.invalidHandle].contains(
+        if [SCARD_E_NO_SERVICE, SCARD_E_SERVICE_STOPPED, SCARD_F_COMM_ERROR, SCARD_E_INVALID_HANDLE].contains(
             error.code)
         {
             contextLost = true

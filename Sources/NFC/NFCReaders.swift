@@ -71,7 +71,7 @@ public enum NFCReaders {
                 if let response = APDUResponse(raw: raw), response.isSuccess, !response.data.isEmpty {
                     info.uid = response.data
                 } else {
-                    info.note = "no UID: the reader answered " + hexUpper(raw)
+                    info.note = "no UID: the reader answered " + NFCHex.bytes(raw, separator: "")
                 }
             } catch {
                 info.note = "no UID: \(error.description)"
@@ -79,10 +79,5 @@ public enum NFCReaders {
             return info
         }
         return NFCReaderListing(problem: nil, readers: readers)
-    }
-
-    /// Upper-case hex without separators, the usual way to show an ATR.
-    public static func hexUpper(_ bytes: [UInt8]) -> String {
-        NFCSource.hex(bytes).uppercased()
     }
 }

@@ -69,23 +69,14 @@ public final class NFCSource: Sendable {
     public var feedbackCounters: NFCFeedbackCounters { context.feedback.counters }
 
     /// One line for status output: `pcscd not running: waiting`, `no readers`, `1 reader: ACS ACR122U 00 00`.
-    public var summary: String { context.control.summary }
+    /// The source's state: a summary line, and up while at least one matching reader is watched.
+    public var state: SourceState { context.control.sourceState }
+
+    public var summary: String { state.summary }
 
     /// True when `reader` matches one of `patterns` (shell-style, `fnmatch`), or there are no patterns.
     public static func matches(_ reader: String, patterns: [String]) -> Bool {
         patterns.isEmpty || patterns.contains { fnmatch($0, reader, 0) == 0 }
-    }
-
-    /// Lower-case hex without separators, as the spool stores UIDs.
-    public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef")
-        var text = ""
-        text.reserveCapacity(bytes.count * 2)
-        for byte in bytes {
-            text.append(digits[Int(byte >> 4)])
-            text.append(digits[Int(byte & 0x0F)])
-        }
-        return text
     }
 }
 

@@ -41,5 +41,5 @@ public struct NFCTapEvent: Sendable {
     /// True when the read completed (with or without a URL).
     public var succeeded: Bool { error == nil }
     /// The UID as lower-case hex, when known.
-    public var uidHex: String? { result?.uid.map(NFCSource.hex) }
+    public var uidHex: String? { result?.uid.map(NFCHex.uid) }
 }

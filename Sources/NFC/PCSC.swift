@@ -6,8 +6,8 @@ import Platform
 /// A PC/SC call that did not return `SCARD_S_SUCCESS`: the call's name and the pcsc-lite result code.
 ///
 /// pcsc-lite's codes import as positive 64-bit `Int`s on Linux (`LONG` is 64-bit), so they are compared as
-/// such. The names are our own table rather than `pcsc_stringify_error`, whose buffer is shared between
-/// threads in some pcsc-lite builds.
+/// such, always against pcsclite.h's own constants. The names are our own table rather than
+/// `pcsc_stringify_error`, whose buffer is shared between threads in some pcsc-lite builds.
 public struct PCSCError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The result code (e.g. `0x80100013`).
     public let code: Int
@@ -20,38 +20,31 @@ public struct PCSCError: Error, Sendable, Equatable, CustomStringConvertible {
         self.function = function
     }
 
-    static let cancelled = 0x8010_0002
-    static let invalidHandle = 0x8010_0003
-    static let insufficientBuffer = 0x8010_0008
-    static let unknownReader = 0x8010_0009
-    static let timeout = 0x8010_000A
-    static let sharingViolation = 0x8010_000B
-    static let noSmartcard = 0x8010_000C
-    static let commError = 0x8010_0013
-    static let notTransacted = 0x8010_0016
-    static let readerUnavailable = 0x8010_0017
-    static let noService = 0x8010_001D
-    static let serviceStopped = 0x8010_001E
-    static let noReadersAvailable = 0x8010_002E
-    static let unsupportedFeature = 0x8010_001F
-    static let unresponsiveCard = 0x8010_0066
-    static let unpoweredCard = 0x8010_0067
-    static let resetCard = 0x8010_0068
-    static let removedCard = 0x8010_0069
-    static let securityViolation = 0x8010_006A
-
+    /// Names for the codes this bridge meets, keyed by pcsclite.h's own constants.
     static let names: [Int: String] = [
-        0x8010_0001: "SCARD_F_INTERNAL_ERROR", cancelled: "SCARD_E_CANCELLED",
-        invalidHandle: "SCARD_E_INVALID_HANDLE", 0x8010_0004: "SCARD_E_INVALID_PARAMETER",
-        insufficientBuffer: "SCARD_E_INSUFFICIENT_BUFFER", unknownReader: "SCARD_E_UNKNOWN_READER",
-        timeout: "SCARD_E_TIMEOUT", sharingViolation: "SCARD_E_SHARING_VIOLATION", noSmartcard: "SCARD_E_NO_SMARTCARD",
-        0x8010_000F: "SCARD_E_PROTO_MISMATCH", commError: "SCARD_F_COMM_ERROR", notTransacted: "SCARD_E_NOT_TRANSACTED",
-        readerUnavailable: "SCARD_E_READER_UNAVAILABLE", noService: "SCARD_E_NO_SERVICE",
-        serviceStopped: "SCARD_E_SERVICE_STOPPED", unsupportedFeature: "SCARD_E_UNSUPPORTED_FEATURE",
-        noReadersAvailable: "SCARD_E_NO_READERS_AVAILABLE",
-        unresponsiveCard: "SCARD_W_UNRESPONSIVE_CARD", unpoweredCard: "SCARD_W_UNPOWERED_CARD",
-        resetCard: "SCARD_W_RESET_CARD", removedCard: "SCARD_W_REMOVED_CARD",
-        securityViolation: "SCARD_W_SECURITY_VIOLATION",
+        SCARD_F_INTERNAL_ERROR: "SCARD_F_INTERNAL_ERROR",
+        SCARD_E_CANCELLED: "SCARD_E_CANCELLED",
+        SCARD_E_INVALID_HANDLE: "SCARD_E_INVALID_HANDLE",
+        SCARD_E_INVALID_PARAMETER: "SCARD_E_INVALID_PARAMETER",
+        SCARD_E_INSUFFICIENT_BUFFER: "SCARD_E_INSUFFICIENT_BUFFER",
+        SCARD_E_UNKNOWN_READER: "SCARD_E_UNKNOWN_READER",
+        SCARD_E_TIMEOUT: "SCARD_E_TIMEOUT",
+        SCARD_E_SHARING_VIOLATION: "SCARD_E_SHARING_VIOLATION",
+        SCARD_E_NO_SMARTCARD: "SCARD_E_NO_SMARTCARD",
+        SCARD_E_PROTO_MISMATCH: "SCARD_E_PROTO_MISMATCH",
+        SCARD_F_COMM_ERROR: "SCARD_F_COMM_ERROR",
+        SCARD_E_NOT_TRANSACTED: "SCARD_E_NOT_TRANSACTED",
+        SCARD_E_READER_UNAVAILABLE: "SCARD_E_READER_UNAVAILABLE",
+        SCARD_E_NO_SERVICE: "SCARD_E_NO_SERVICE",
+        SCARD_E_SERVICE_STOPPED: "SCARD_E_SERVICE_STOPPED",
+        SCARD_E_UNSUPPORTED_FEATURE: "SCARD_E_UNSUPPORTED_FEATURE",
+        SCARD_E_NO_READERS_AVAILABLE: "SCARD_E_NO_READERS_AVAILABLE",
+        SCARD_E_NO_ACCESS: "SCARD_E_NO_ACCESS",
+        SCARD_W_UNRESPONSIVE_CARD: "SCARD_W_UNRESPONSIVE_CARD",
+        SCARD_W_UNPOWERED_CARD: "SCARD_W_UNPOWERED_CARD",
+        SCARD_W_RESET_CARD: "SCARD_W_RESET_CARD",
+        SCARD_W_REMOVED_CARD: "SCARD_W_REMOVED_CARD",
+        SCARD_W_SECURITY_VIOLATION: "SCARD_W_SECURITY_VIOLATION",
     ]
 
     /// `SCARD_E_NO_SERVICE` and friends: `SCARD_E_NO_SERVICE`, `SCARD_E_SERVICE_STOPPED`.
@@ -60,32 +53,33 @@ public struct PCSCError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What a card leaving mid-APDU gives: `SCARD_W_REMOVED_CARD`, `SCARD_E_NO_SMARTCARD`,
     /// `SCARD_E_NOT_TRANSACTED`.
     var isRemoval: Bool {
-        [PCSCError.removedCard, PCSCError.noSmartcard, PCSCError.notTransacted].contains(code)
+        [SCARD_W_REMOVED_CARD, SCARD_E_NO_SMARTCARD, SCARD_E_NOT_TRANSACTED].contains(code)
     }
 
     /// True when the card left the reader, was never there or does not answer: nothing to retry until the
     /// next tap.
     var isCardGone: Bool {
         [
-            PCSCError.removedCard, PCSCError.noSmartcard, PCSCError.notTransacted, PCSCError.resetCard,
-            PCSCError.unpoweredCard, PCSCError.unresponsiveCard,
+            SCARD_W_REMOVED_CARD, SCARD_E_NO_SMARTCARD, SCARD_E_NOT_TRANSACTED, SCARD_W_RESET_CARD,
+            SCARD_W_UNPOWERED_CARD, SCARD_W_UNRESPONSIVE_CARD,
         ].contains(code)
     }
 
     /// True when the reader vanished between listing and use: re-list.
-    var isReaderGone: Bool { code == PCSCError.unknownReader || code == PCSCError.readerUnavailable }
+    var isReaderGone: Bool { code == SCARD_E_UNKNOWN_READER || code == SCARD_E_READER_UNAVAILABLE }
 
     public var description: String { "\(function): \(name)" }
 }
 
 /// Flag bits of `dwEventState` (the lower 16 bits; the upper 16 are pcsc-lite's per-reader event counter).
 enum ReaderFlags {
-    static let changed: UInt = 0x0002
-    static let unknown: UInt = 0x0004
-    static let unavailable: UInt = 0x0008
-    static let empty: UInt = 0x0010
-    static let present: UInt = 0x0020
-    static let mute: UInt = 0x0200
+    static let changed = UInt(SCARD_STATE_CHANGED)
+    static let unknown = UInt(SCARD_STATE_UNKNOWN)
+    static let unavailable = UInt(SCARD_STATE_UNAVAILABLE)
+    static let empty = UInt(SCARD_STATE_EMPTY)
+    static let present = UInt(SCARD_STATE_PRESENT)
+    static let mute = UInt(SCARD_STATE_MUTE)
+    /// Not a pcsclite.h constant: the flags' half of `dwEventState`.
     static let mask: UInt = 0xFFFF
 }
 
@@ -169,7 +163,7 @@ final class PCSCContext {
                 String(decoding: chunk.map { UInt8(bitPattern: $0) }, as: UTF8.self)
             }
         }
-        throw PCSCError(code: PCSCError.insufficientBuffer, function: "SCardListReaders")
+        throw PCSCError(code: SCARD_E_INSUFFICIENT_BUFFER, function: "SCardListReaders")
     }
 
     /// Blocks until one of `states` differs from its `current` value (or `timeout` ms pass), then fills in

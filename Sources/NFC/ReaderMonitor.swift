@@ -1,4 +1,5 @@
 import BridgeCore
+import CPCSCLite
 import Foundation
 import Logging
 import Platform
@@ -87,7 +88,7 @@ struct ReaderMonitor {
             }
         } catch {
             failures += 1
-            setSummary("pcscd not running: waiting")
+            setState(SourceState("pcscd not running: waiting", up: false))
             if !announcedDown {
                 announcedDown = true
                 logger.warn(
@@ -108,7 +109,7 @@ struct ReaderMonitor {
         }
         announcedDown = announcedDown || !repeated
         failures += 1
-        setSummary("pcscd connection lost: reconnecting")
+        setState(SourceState("pcscd connection lost: reconnecting", up: false))
         for name in Array(tracks.keys) {
             guard var track = tracks[name] else { continue }
             track.skipPresentOnce = track.current & ReaderFlags.present != 0 && track.handled != nil
@@ -144,9 +145,9 @@ struct ReaderMonitor {
             try pcsc.getStatusChange(&states, timeout: PCSCContext.infinite)
         } catch {
             switch error.code {
-            case PCSCError.cancelled, PCSCError.timeout:
+            case SCARD_E_CANCELLED, SCARD_E_TIMEOUT:
                 return
-            case PCSCError.unknownReader, PCSCError.readerUnavailable:
+            case SCARD_E_UNKNOWN_READER, SCARD_E_READER_UNAVAILABLE:
                 // A reader left between the list and the wait: re-list. Pause if it keeps happening.
                 readerErrors += 1
                 if readerErrors > 1 { control.pause(0.2) }
@@ -176,7 +177,7 @@ struct ReaderMonitor {
         case 1: summary = "1 reader: \(readers[0])"
         default: summary = "\(readers.count) readers: \(readers.joined(separator: ", "))"
         }
-        setSummary(summary)
+        setState(SourceState(summary, up: !readers.isEmpty))
         if knownReaders != readers {
             knownReaders = readers
             logger.info("NFC readers: \(summary)", [("readers", String(readers.count))])
@@ -205,7 +206,7 @@ struct ReaderMonitor {
         if flags & ReaderFlags.mute != 0 {
             logger.warn(
                 "card on the reader does not answer (mute): ignored; tap again",
-                [("reader", status.name), ("atr", NFCReaders.hexUpper(status.atr))])
+                [("reader", status.name), ("atr", NFCHex.bytes(status.atr, separator: ""))])
             return
         }
         read(status, pcsc: pcsc, detectedAt: detectedAt, detected: detected, track: &track)
@@ -328,5 +329,5 @@ struct ReaderMonitor {
 
     private var handoff: TapHandoff { context.handoff }
 
-    private func setSummary(_ text: String) { control.summary = text }
+    private func setState(_ state: SourceState) { control.sourceState = state }
 }

@@ -25,7 +25,7 @@ struct ReaderMonitorContext: Sendable {
 }
 
 /// The state `NFCSource` and its monitor thread share: started/stopping/finished, the live PC/SC context's
-/// handle (so `stop()` can cancel the blocking wait), and the one-line summary.
+/// handle (so `stop()` can cancel the blocking wait), and the source's state (summary, up).
 final class NFCControl: Sendable {
     private struct Shared: Sendable {
         var started = false
@@ -33,7 +33,7 @@ final class NFCControl: Sendable {
         var finished = false
         /// The live context's handle, so `stop()` can cancel the wait.
         var contextHandle: Int?
-        var summary = "not started"
+        var state = SourceState("not started", up: false)
     }
 
     private let shared = Mutex(Shared())
@@ -45,7 +45,7 @@ final class NFCControl: Sendable {
         shared.withLock { state -> Bool in
             guard !state.started else { return false }
             state.started = true
-            state.summary = "starting"
+            state.state = SourceState("starting", up: false)
             return true
         }
     }
@@ -84,9 +84,10 @@ final class NFCControl: Sendable {
 
     var isStopping: Bool { shared.withLock { $0.stopping } }
 
-    var summary: String {
-        get { shared.withLock { $0.summary } }
-        set { shared.withLock { $0.summary = newValue } }
+    /// The source's state as the monitor thread last set it.
+    var sourceState: SourceState {
+        get { shared.withLock { $0.state } }
+        set { shared.withLock { $0.state = newValue } }
     }
 
     /// Publishes (or clears) the context handle `stop()` cancels. Returns false when stopping already.
@@ -117,7 +118,7 @@ struct TapHandoff: Sendable {
     func makeRead(reader: String, result: TagReadResult, detectedAt: Date) -> Read {
         let raw = Self.chooseURI(result.uris, parser: parser) ?? ""
         return Read(
-            sourceKind: .nfc, device: reader, uid: result.uid.map(NFCSource.hex), raw: raw, time: detectedAt,
+            sourceKind: .nfc, device: reader, uid: result.uid.map(NFCHex.uid), raw: raw, time: detectedAt,
             noURLReason: result.uris.isEmpty ? (result.noURLReason ?? "no URI record on the tag") : nil)
     }
 

@@ -23,10 +23,10 @@ extension CLI {
                     ("fastRead", profile.fastRead.map { .string($0.rawValue) } ?? .null),
                     ("detectBeepSilencing", .bool(profile.canSilenceDetectBeep)),
                     ("cardPresent", .bool(reader.cardPresent)),
-                    ("atr", reader.atr.map { .string(NFCReaders.hexUpper($0)) } ?? .null),
+                    ("atr", reader.atr.map { .string(NFCHex.bytes($0, separator: "")) } ?? .null),
                     ("tagKind", reader.tagKind.map { .string($0.code) } ?? .null),
                     ("tagName", reader.tagKind.map { .string($0.description) } ?? .null),
-                    ("uid", reader.uid.map { .string(NFCSource.hex($0)) } ?? .null),
+                    ("uid", reader.uid.map { .string(NFCHex.uid($0)) } ?? .null),
                     ("selected", .bool(NFCSource.matches(reader.name, patterns: patterns))),
                     ("note", reader.note.map { .string($0) } ?? .null),
                 ])
@@ -53,8 +53,8 @@ extension CLI {
                 continue
             }
             show("  card:  \(reader.tagKind.map { $0.description } ?? "unknown")")
-            show("  ATR:   \(reader.atr.map(NFCReaders.hexUpper) ?? "-")")
-            show("  UID:   \(reader.uid.map(NFCSource.hex) ?? "-")" + (reader.note.map { "  (\($0))" } ?? ""))
+            show("  ATR:   \(reader.atr.map { NFCHex.bytes($0, separator: "") } ?? "-")")
+            show("  UID:   \(reader.uid.map(NFCHex.uid) ?? "-")" + (reader.note.map { "  (\($0))" } ?? ""))
         }
         return 0
     }
@@ -170,11 +170,11 @@ extension CLI {
             ("uid", event.uidHex.map { .string($0) } ?? .null),
             ("tagKind", .string(event.kind.code)),
             ("tagName", .string(event.kind.description)),
-            ("atr", .string(NFCReaders.hexUpper(event.atr))),
+            ("atr", .string(NFCHex.bytes(event.atr, separator: ""))),
             ("url", event.read.map { $0.raw.isEmpty ? .null : .string($0.raw) } ?? .null),
             ("uris", .array((result?.uris ?? []).map { .string($0) })),
             ("noURLReason", result?.noURLReason.map { .string($0) } ?? .null),
-            ("ndef", result?.ndef.map { .string(NFCSource.hex($0)) } ?? .null),
+            ("ndef", result?.ndef.map { .string(NFCHex.uid($0)) } ?? .null),
             ("apduCount", .integer(event.apduCount)),
             ("connectMs", .number(round3(event.connectSeconds * 1000))),
             ("readMs", .number(round3(event.readSeconds * 1000))),

@@ -38,6 +38,7 @@ struct ReaderLoopTests {
         #expect(log.wait(for: "cannot grab the scanner"))
         #expect(log.contents.contains("errno \(ENOTTY)"))
         #expect(source.summary == "1 scanner: scanner-A (fd:\(pipe.readFD))")
+        #expect(source.state.isUp)
     }
 
     @Test func seLayoutWithSeparateShiftAndAltGrAndTabSuffix() {
@@ -197,6 +198,7 @@ struct ReaderLoopTests {
         let written = bytes.withUnsafeBytes { Glibc.write(pipe.writeFD, $0.baseAddress, $0.count) }
         #expect(written == -1 && errno == EPIPE)
         #expect(source.summary == "no scanners found: waiting for one to be plugged in")
+        #expect(!source.state.isUp)
     }
 
     @Test func disabledSourceDoesNotStart() {
@@ -205,6 +207,7 @@ struct ReaderLoopTests {
         let source = HIDSource(config: config, logger: CapturedLog().logger, submit: { _ in })
         source.start()
         #expect(source.summary.hasPrefix("disabled"))
+        #expect(!source.state.isUp)
         source.stop()
     }
 

@@ -179,7 +179,7 @@ enum NDEF {
         return header + message + [0xFE]
     }
 
-    static func hex(_ bytes: [UInt8]) -> String { NFCSource.hex(bytes) }
+    static func hex(_ bytes: [UInt8]) -> String { NFCHex.uid(bytes) }
 
     /// The fewest APDUs a Type 2 read can take: UID, the CC read (CC and `perRead - 4` data bytes), then
     /// one read per `perRead` bytes until `end` data bytes are in.

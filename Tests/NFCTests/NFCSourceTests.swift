@@ -256,6 +256,7 @@ extension NFCRigTests {
             #expect(event.reader == "Virtual PCD 00 01")
             #expect(harness.reads.all.map(\.device) == ["Virtual PCD 00 01"])
             #expect(harness.source.summary == "1 reader: Virtual PCD 00 01")
+            #expect(harness.source.state.isUp)
         }
 
         // MARK: pcscd lifecycle
@@ -266,6 +267,7 @@ extension NFCRigTests {
             _ = try harness.tap("ntag213", uid: uid, "-", "url=\(NDEF.plingsURL)")
             try harness.rig.send("kill-pcscd KILL")
             #expect(eventually(timeout: 10) { harness.source.summary.hasPrefix("pcscd") })
+            #expect(!harness.source.state.isUp, "pcscd gone: no reader is watched")
             try harness.rig.send("start-pcscd")
             let (event, _) = try harness.tap("ntag213", uid: "04010203040506", "-", "url=\(NDEF.plingsURL)")
             #expect(event.error == nil)
