@@ -1,5 +1,6 @@
 import BridgeCore
 import Glibc
+import Platform
 
 /// Reads the small files the configuration names (the config file, the token file) with a size cap that is
 /// checked on the opened file before anything is read, so a wrong path (a log, a disk image, `/dev/zero`) costs
@@ -21,18 +22,18 @@ public enum BoundedFile {
     /// every error. A regular file is refused by its size (fstat) before reading; other files (a pipe from
     /// `<(...)`) are refused as soon as more than the cap has arrived.
     public static func read(_ path: String, what: String) throws(ConfigError) -> Contents {
-        let fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY)
-        if fd < 0 {
-            let code = errno
-            switch code {
+        let file: FileDescriptor
+        do {
+            file = try FileDescriptor.open(path, O_RDONLY | O_NOCTTY)
+        } catch {
+            switch error.errno {
             case ENOENT: return .missing
             case EACCES, EPERM: return .denied
-            default: throw ConfigError("cannot open \(what) \(path): \(String(cString: strerror(code)))")
+            default: throw ConfigError("cannot open \(what) \(path): \(String(cString: strerror(error.errno)))")
             }
         }
-        defer { close(fd) }
         var info = stat()
-        guard fstat(fd, &info) == 0 else {
+        guard fstat(file.rawValue, &info) == 0 else {
             throw ConfigError("cannot read \(what) \(path): \(String(cString: strerror(errno)))")
         }
         let type = info.st_mode & S_IFMT
@@ -41,10 +42,11 @@ public enum BoundedFile {
         var bytes: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while bytes.count <= maximumSize {
-            let n = chunk.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw ConfigError("cannot read \(what) \(path): \(String(cString: strerror(errno)))")
+            let n: Int
+            do {
+                n = try file.read(into: &chunk)
+            } catch {
+                throw ConfigError("cannot read \(what) \(path): \(String(cString: strerror(error.errno)))")
             }
             if n == 0 { return .read(bytes, mode: UInt32(info.st_mode & 0o7777)) }
             bytes += chunk[0..<n]

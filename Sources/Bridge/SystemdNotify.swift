@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import Platform
 
 /// `sd_notify` in a few lines: one datagram to `$NOTIFY_SOCKET` (a path, or `@name` for the abstract
 /// namespace). Without systemd (no variable) every call is a no-op. libsystemd is not linked for this.
@@ -30,9 +31,9 @@ public struct SystemdNotifier: Sendable {
     @discardableResult
     public func notify(_ state: String) -> Bool {
         guard let socketPath else { return false }
-        let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
+        let raw = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard raw >= 0 else { return false }
+        let socket = FileDescriptor(adopting: raw)  // closed when it goes out of scope
         var address = sockaddr_un()
         address.sun_family = sa_family_t(AF_UNIX)
         var pathBytes = Array(socketPath.utf8)
@@ -48,7 +49,7 @@ public struct SystemdNotifier: Sendable {
         let sent = withUnsafePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
                 payload.withUnsafeBytes { bytes in
-                    sendto(fd, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), socketAddress, length)
+                    sendto(socket.rawValue, bytes.baseAddress, bytes.count, Int32(MSG_NOSIGNAL), socketAddress, length)
                 }
             }
         }
