@@ -121,6 +121,10 @@ public final class MQTTClient: @unchecked Sendable {
 
     public static func isSuccess(_ rc: Int32) -> Bool { rc == MOSQ_ERR_SUCCESS.rawValue }
 
+    /// True when `mosquitto_publish` found no connection: a QoS 1 message is then kept anyway (libmosquitto queues
+    /// it before trying to send it) and sent after the next CONNACK, under the message id it returned.
+    public static func isQueuedWithoutConnection(_ rc: Int32) -> Bool { rc == MOSQ_ERR_NO_CONN.rawValue }
+
     /// True when `rc` says the message itself can never be sent (larger than the broker accepts).
     public static func isOversize(_ rc: Int32) -> Bool {
         rc == MOSQ_ERR_OVERSIZE_PACKET.rawValue || rc == MOSQ_ERR_PAYLOAD_SIZE.rawValue

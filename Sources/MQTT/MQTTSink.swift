@@ -10,11 +10,18 @@ import Spool
 ///
 /// Two threads, neither on the cooperative pool: the network thread runs libmosquitto (blocking in pselect on the
 /// socket, reconnecting with backoff), and the publisher thread reads the spool, publishes up to `maxInflight`
-/// unacknowledged messages and records PUBACKs. On every new connection publishing restarts from the oldest scan not
-/// yet acknowledged, in capture order, so what the broker first sees of each identifier is in capture order;
-/// repeats carry the same scan `id` for consumers to drop.
-public final class MQTTSink: @unchecked Sendable {
-    // `@unchecked Sendable`: every mutable property below is guarded by `condition`.
+/// unacknowledged messages and records PUBACKs.
+///
+/// Capture order across reconnects: libmosquitto keeps every QoS 1 message it was handed until its PUBACK (also
+/// one handed over while the connection was down) and sends the unacknowledged ones again, in order, right after
+/// the next CONNACK (`message__retry_check`, after our connect callback has run). So the sink never publishes a scan
+/// a second time itself while its client lives: it keeps its in-flight set and cursor across a reconnect and holds
+/// new scans back until the resent ones are acknowledged, so nothing newer can overtake them. (Republishing from the
+/// spool's oldest unacknowledged scan, as this sink once did, put libmosquitto's resent newer scans ahead of older
+/// ones whose PUBACK had arrived but was not yet recorded - out of capture order whenever the broker had lost those.)
+/// A new client (start, SIGHUP) starts from the spool's oldest unacknowledged scan; repeats carry the same scan `id`
+/// for consumers to drop.
+public final class MQTTSink: Sendable {
     public static let sinkName = "mqtt"
     /// How long a refused login or a refused message pauses publishing (SIGHUP restarts the sink at once).
     public static let refusalPause: Double = 300
@@ -34,34 +41,48 @@ public final class MQTTSink: @unchecked Sendable {
         public var connects = 0
     }
 
-    private let condition = MonotonicCondition()
+    /// Everything both threads share, in one `Monitor`.
+    private struct State {
+        var client: MQTTClient?
+        var stopping = false
+        var connected = false
+        var connectFailures = 0
+        /// Messages handed to libmosquitto and not yet acknowledged: mid -> seq. Kept across reconnects, since
+        /// libmosquitto keeps (and resends) them.
+        var inFlight: [Int32: Int] = [:]
+        /// After a reconnect with messages in flight: no new ones until libmosquitto's resent ones are acknowledged.
+        var holding = false
+        var acks: [(mid: Int32, code: Int32)] = []
+        /// Scans read from the spool, not yet handed to libmosquitto; `cursor` is the seq of the last one handed over.
+        var buffer: [SinkItem] = []
+        var cursor = 0
+        var wakeRequested = true
+        /// Bumped by every event, wake-up and stop, so the publisher's wait sees that something changed.
+        var ticks = 0
+        var health: Health = .connecting
+        var lastLog: String?
+        var stats = Stats()
+        var publishedStatus: String?
+        /// When the status message is next looked at (monotonic seconds).
+        var statusDue = -Double.infinity
+        /// When a pause ends (monotonic seconds); the `Date` in `Health.paused` is for display.
+        var pauseEnd = -Double.infinity
+        var offlineMid: Int32?
+        var offlineAcked = false
+        var networkRunning = false
+        var publisherRunning = false
+
+        func paused(at clock: Double) -> Bool {
+            if case .paused = health { return pauseEnd > clock }
+            return false
+        }
+    }
+
+    private let state = Monitor(State())
     private let spool: Spool
     public let settings: MQTTSettings
     private let logger: Logger
     private let status: @Sendable () -> JSONValue
-    private var client: MQTTClient?
-
-    private var stopping = false
-    private var connected = false
-    private var generation = 0
-    private var connectFailures = 0
-    private var inFlight: [Int32: Int] = [:]  // mid -> seq
-    private var acks: [(mid: Int32, code: Int32)] = []
-    private var buffer: [SinkItem] = []
-    private var cursor = 0
-    private var wakeRequested = true
-    private var health: Health = .connecting
-    private var lastLog: String?
-    private var stats = Stats()
-    private var publishedStatus: String?
-    /// When the status message is next looked at (monotonic seconds).
-    private var statusDue = -Double.infinity
-    /// When a pause ends (monotonic seconds); the `Date` in `Health.paused` is for display.
-    private var pauseEnd = -Double.infinity
-    private var offlineMid: Int32?
-    private var offlineAcked = false
-    private var networkRunning = false
-    private var publisherRunning = false
 
     /// - Parameter status: the health fields of the retained status message (`online` is added here).
     public init(
@@ -73,8 +94,8 @@ public final class MQTTSink: @unchecked Sendable {
         self.status = status
     }
 
-    public var currentHealth: Health { condition.withLock { health } }
-    public var currentStats: Stats { condition.withLock { stats } }
+    public var currentHealth: Health { state.withLock { $0.health } }
+    public var currentStats: Stats { state.withLock { $0.stats } }
 
     /// The retained status payload; the last will is the same with `online: false`.
     func statusPayload(online: Bool) -> String {
@@ -95,10 +116,10 @@ public final class MQTTSink: @unchecked Sendable {
                 ("reason", .string("connection lost")),
             ]).encoded())
         let client = try MQTTClient(settings: settings, will: will) { [weak self] event in self?.handle(event) }
-        condition.withLock {
-            self.client = client
-            networkRunning = true
-            publisherRunning = true
+        state.withLock {
+            $0.client = client
+            $0.networkRunning = true
+            $0.publisherRunning = true
         }
         let network = Thread { [self] in networkLoop(client) }
         network.name = "mqtt-network"
@@ -110,39 +131,34 @@ public final class MQTTSink: @unchecked Sendable {
 
     /// A scan was committed: publish it now.
     public func wake() {
-        condition.withLock {
-            wakeRequested = true
-            condition.broadcast()
+        state.update {
+            $0.wakeRequested = true
+            $0.ticks += 1
         }
     }
 
     /// Stops publishing, publishes `online: false` (retained) and disconnects cleanly, all by the monotonic
     /// `deadline`. Unacknowledged scans stay queued in the spool.
     public func stop(deadline: Double) {
-        condition.lock()
-        stopping = true
-        condition.broadcast()
-        while publisherRunning, condition.wait(until: deadline) {}
-        let client = self.client
-        let wasConnected = connected
-        condition.unlock()
+        state.update {
+            $0.stopping = true
+            $0.ticks += 1
+        }
+        state.wait(until: deadline) { !$0.publisherRunning }
+        let (client, wasConnected) = state.withLock { ($0.client, $0.connected) }
         guard let client else { return }
         if wasConnected {
             let (rc, mid) = client.publish(
                 topic: settings.statusTopic, payload: Array(statusPayload(online: false).utf8), retain: true)
-            condition.lock()
             if MQTTClient.isSuccess(rc) {
-                offlineMid = mid
-                while !offlineAcked, connected, condition.wait(until: deadline) {}
+                state.withLock { $0.offlineMid = mid }
+                state.wait(until: deadline) { $0.offlineAcked || !$0.connected }
             }
-            condition.unlock()
         }
         client.disconnect()
-        condition.lock()
-        while networkRunning, condition.wait(until: deadline) {}
+        state.wait(until: deadline) { !$0.networkRunning }
         // A network thread still blocked in a connect keeps its client alive (it holds a reference).
-        self.client = nil
-        condition.unlock()
+        state.withLock { $0.client = nil }
     }
 
     /// `stop(deadline:)` with a deadline `timeout` seconds from now.
@@ -151,79 +167,84 @@ public final class MQTTSink: @unchecked Sendable {
     // MARK: events (network thread)
 
     private func handle(_ event: MQTTEvent) {
-        condition.lock()
-        defer { condition.unlock() }
-        let now = Date()
-        switch event {
-        case .connack(let code):
-            if code == 0 {
-                connected = true
-                generation += 1
-                connectFailures = 0
-                stats.connects += 1
-                inFlight.removeAll()
-                acks.removeAll()
-                buffer.removeAll()
-                cursor = 0
-                wakeRequested = true
-                publishedStatus = nil
-                statusDue = -Double.infinity
-                if health != .connected {
-                    note(.info, "mqtt: connected; publishing", [("broker", settings.endpoint)])
-                    health = .connected
-                    try? spool.recordSinkError(MQTTSink.sinkName, nil, now: now)
+        state.update { s in
+            s.ticks += 1
+            let now = Date()
+            switch event {
+            case .connack(let code):
+                if code == 0 {
+                    s.connected = true
+                    s.connectFailures = 0
+                    s.stats.connects += 1
+                    // libmosquitto resends what is in flight once this callback returns: nothing new before those.
+                    s.holding = !s.inFlight.isEmpty
+                    s.wakeRequested = true
+                    s.publishedStatus = nil
+                    s.statusDue = -Double.infinity
+                    if s.health != .connected {
+                        note(&s, .info, "mqtt: connected; publishing", [("broker", settings.endpoint)])
+                        s.health = .connected
+                        try? spool.recordSinkError(MQTTSink.sinkName, nil, now: now)
+                    }
+                } else if MQTTClient.isAuthRefusal(code) {
+                    let reason = "the broker refused the connection: \(MQTTClient.reason(code))"
+                    s.health = .paused(reason: reason, until: now.addingTimeInterval(MQTTSink.refusalPause))
+                    s.pauseEnd = MonotonicClock.deadline(after: MQTTSink.refusalPause)
+                    note(
+                        &s, .error,
+                        "mqtt: publishing paused: \(reason); fix mqtt.usernameFile/passwordFile or the broker's ACL "
+                            + "and send SIGHUP (retrying in 5 min)", [("broker", settings.endpoint)])
+                    try? spool.recordSinkError(MQTTSink.sinkName, reason, now: now)
+                } else {
+                    fail(&s, "the broker refused the connection: \(MQTTClient.reason(code))", now: now)
                 }
-            } else if MQTTClient.isAuthRefusal(code) {
-                let reason = "the broker refused the connection: \(MQTTClient.reason(code))"
-                health = .paused(reason: reason, until: now.addingTimeInterval(MQTTSink.refusalPause))
-                pauseEnd = MonotonicClock.deadline(after: MQTTSink.refusalPause)
-                note(
-                    .error,
-                    "mqtt: publishing paused: \(reason); fix mqtt.usernameFile/passwordFile or the broker's ACL and "
-                        + "send SIGHUP (retrying in 5 min)", [("broker", settings.endpoint)])
-                try? spool.recordSinkError(MQTTSink.sinkName, reason, now: now)
-            } else {
-                fail("the broker refused the connection: \(MQTTClient.reason(code))", now: now)
+            case .disconnect(let code):
+                // In-flight messages stay libmosquitto's (and ours) until their PUBACK on a later connection.
+                if s.connected {
+                    s.connected = false
+                    if code != 0 && !s.stopping { fail(&s, "connection lost: \(MQTTClient.describe(code))", now: now) }
+                }
+            case .puback(let mid, let code):
+                if mid == s.offlineMid { s.offlineAcked = true }
+                s.acks.append((mid, code))
+            case .log(let text):
+                // TLS failures are told only here (while connecting); once connected, warnings change nothing.
+                if !s.stopping, !s.connected { fail(&s, text, now: now) }
             }
-        case .disconnect(let code):
-            if connected {
-                connected = false
-                generation += 1
-                inFlight.removeAll()
-                acks.removeAll()
-                buffer.removeAll()
-                if code != 0 && !stopping { fail("connection lost: \(MQTTClient.describe(code))", now: now) }
-            }
-        case .puback(let mid, let code):
-            if mid == offlineMid { offlineAcked = true }
-            acks.append((mid, code))
-        case .log(let text):
-            // TLS failures are told only here (while connecting); once connected, warnings change nothing.
-            if !stopping, !connected { fail(text, now: now) }
         }
-        condition.broadcast()
     }
 
     /// Health turns to failing: logged once when publishing starts failing, not once per retry; the reason shown by
     /// `status` and `spool stats` follows the latest failure.
-    private func fail(_ reason: String, now: Date) {
-        if case .paused = health, pauseEnd > MonotonicClock.now() { return }
-        if case .failing(let old, let since) = health {
+    private func fail(_ s: inout State, _ reason: String, now: Date) {
+        if s.paused(at: MonotonicClock.now()) { return }
+        if case .failing(let old, let since) = s.health {
             guard old != reason else { return }
-            health = .failing(reason: reason, since: since)
+            s.health = .failing(reason: reason, since: since)
         } else {
-            health = .failing(reason: reason, since: now)
+            s.health = .failing(reason: reason, since: now)
             note(
-                .warn, "mqtt: cannot publish: scans stay queued and are published when the broker is back",
+                &s, .warn, "mqtt: cannot publish: scans stay queued and are published when the broker is back",
                 [("reason", reason), ("broker", settings.endpoint)])
         }
         try? spool.recordSinkError(MQTTSink.sinkName, reason, now: now)
     }
 
-    private func note(_ level: LogLevel, _ message: String, _ fields: [(String, String)]) {
+    /// Pauses publishing for `refusalPause` (a refused message, or one libmosquitto would not take).
+    private func pause(_ s: inout State, _ reason: String, now: Date) {
+        s.health = .paused(reason: reason, until: now.addingTimeInterval(MQTTSink.refusalPause))
+        s.pauseEnd = MonotonicClock.deadline(after: MQTTSink.refusalPause)
+        note(
+            &s, .error,
+            "mqtt: publishing paused: \(reason); check the broker's ACL for \(settings.topicBase)/# and send SIGHUP "
+                + "(retrying in 5 min)", [])
+        try? spool.recordSinkError(MQTTSink.sinkName, reason, now: now)
+    }
+
+    private func note(_ s: inout State, _ level: LogLevel, _ message: String, _ fields: [(String, String)]) {
         let key = message + fields.map { $0.1 }.joined()
-        guard key != lastLog else { return }
-        lastLog = key
+        guard key != s.lastLog else { return }
+        s.lastLog = key
         logger.log(level, message, fields)
     }
 
@@ -238,185 +259,207 @@ public final class MQTTSink: @unchecked Sendable {
                 rc = client.loop(timeoutMilliseconds: timeout)
                 if MQTTClient.isSuccess(rc) { continue }
             }
-            condition.lock()
-            if stopping {
-                condition.unlock()
-                break
-            }
-            let now = Date()
-            var until: Double
-            if case .paused = health, pauseEnd > MonotonicClock.now() {
-                until = pauseEnd
-            } else {
-                // A more specific reason (CONNACK, a TLS error from the log) may already be known: keep it.
-                if !connected, case .failing = health {
-                } else if !connected {
-                    fail(MQTTClient.describe(rc), now: now)
+            let until: Double? = state.update { s in
+                if s.stopping { return nil }
+                s.ticks += 1
+                let until: Double
+                if s.paused(at: MonotonicClock.now()) {
+                    until = s.pauseEnd
+                } else {
+                    // A more specific reason (CONNACK, a TLS error from the log) may already be known: keep it.
+                    if !s.connected, case .failing = s.health {
+                    } else if !s.connected {
+                        fail(&s, MQTTClient.describe(rc), now: Date())
+                    }
+                    let delay = min(MQTTSink.maxReconnectDelay, Double(1 << min(s.connectFailures, 5)))
+                    until = MonotonicClock.deadline(after: delay * Double.random(in: 0.75...1.0))
                 }
-                let delay = min(MQTTSink.maxReconnectDelay, Double(1 << min(connectFailures, 5)))
-                until = MonotonicClock.deadline(after: delay * Double.random(in: 0.75...1.0))
+                s.connectFailures += 1
+                return until
             }
-            connectFailures += 1
-            while !stopping, condition.wait(until: until) {}
-            let stop = stopping
-            condition.unlock()
-            if stop { break }
+            guard let until else { break }
+            state.wait(until: until) { $0.stopping }
+            if state.withLock({ $0.stopping }) { break }
             rc = client.reconnect()
         }
-        condition.withLock {
-            connected = false
-            networkRunning = false
-            condition.broadcast()
+        state.update {
+            $0.connected = false
+            $0.networkRunning = false
+            $0.ticks += 1
         }
     }
 
     // MARK: publisher thread
 
+    /// What the publisher thread does next, decided under the lock and done outside it.
+    private enum Step {
+        case record([Int])
+        case read(after: Int)
+        case publish([SinkItem])
+        case status
+        case wait(until: Double, ticks: Int)
+        case stop
+    }
+
     private func publisherLoop(_ client: MQTTClient) {
         var lastDataVersion = (try? spool.dataVersion()) ?? 0
-        // Never more than the window handed to libmosquitto: what it would queue beyond it could be resent after a
-        // reconnect ahead of older scans republished from the spool, breaking capture order.
-        let outstanding = settings.maxInflight
+        // Never more than the window handed to libmosquitto, which sends what it holds beyond that only as PUBACKs
+        // come in.
+        let window = settings.maxInflight
         // Acknowledged scans not yet recorded: written once the window is refilled, in batches.
         var toRecord: [Int] = []
-        condition.lock()
-        while !stopping {
-            let now = Date()
+        var recordFailing = false
+        while true {
             let clock = MonotonicClock.now()
-            if !acks.isEmpty {
-                var delivered: [Int] = []
-                var refusal: Int32?
-                for (mid, code) in acks {
-                    // Not ours: the status message, or a message of an earlier connection.
-                    guard let seq = inFlight.removeValue(forKey: mid) else { continue }
-                    if code < 0x80 { delivered.append(seq) } else { refusal = code }
+            let now = Date()
+            let step: Step = state.withLock { s in
+                if s.stopping { return .stop }
+                if !s.acks.isEmpty { takeAcks(&s, into: &toRecord, now: now) }
+                if case .paused = s.health, s.pauseEnd <= clock {
+                    // The pause is over: start again from the oldest scan not acknowledged.
+                    s.health = s.connected ? .connected : .connecting
+                    s.buffer.removeAll()
+                    s.cursor = 0
+                    s.wakeRequested = true
                 }
-                acks.removeAll()
-                stats.acknowledged += delivered.count
-                if let refusal {
-                    let reason = "the broker refused a message: \(MQTTClient.reason(refusal))"
-                    health = .paused(reason: reason, until: now.addingTimeInterval(MQTTSink.refusalPause))
-                    pauseEnd = MonotonicClock.deadline(after: MQTTSink.refusalPause)
-                    note(
-                        .error,
-                        "mqtt: publishing paused: \(reason); check the broker's ACL for \(settings.topicBase)/# "
-                            + "and send SIGHUP (retrying in 5 min)", [])
-                    try? spool.recordSinkError(MQTTSink.sinkName, reason, now: now)
-                    // After the pause, start again from the oldest unacknowledged scan.
-                    inFlight.removeAll()
-                    buffer.removeAll()
-                    cursor = 0
+                let paused = s.paused(at: clock)
+                let canPublish =
+                    s.connected && !paused && !s.holding && s.inFlight.count < window
+                    && (s.wakeRequested || !s.buffer.isEmpty)
+                // Refill the window first, then record; a batch is written at the latest when nothing is left to
+                // publish or 256 have gathered.
+                if !toRecord.isEmpty, !canPublish || toRecord.count >= 256 {
+                    defer { toRecord.removeAll() }
+                    return .record(toRecord)
                 }
-                toRecord += delivered
-                continue
+                if s.connected, !paused, clock >= s.statusDue {
+                    s.statusDue = clock + 5
+                    return .status
+                }
+                if canPublish {
+                    if s.buffer.isEmpty {
+                        s.wakeRequested = false
+                        return .read(after: s.cursor)
+                    }
+                    return .publish(Array(s.buffer.prefix(window - s.inFlight.count)))
+                }
+                var until = clock + 2
+                if s.connected, !paused { until = min(until, max(s.statusDue, clock + 0.05)) }
+                if paused { until = min(until, s.pauseEnd) }
+                return .wait(until: until, ticks: s.ticks)
             }
-            // Refill the window first (below), then record; a batch is written at the latest when nothing is left
-            // to publish or 256 have gathered.
-            let pausedNow: Bool = {
-                if case .paused = health { return pauseEnd > clock }
-                return false
-            }()
-            let canPublish =
-                connected && !pausedNow && inFlight.count < outstanding && (wakeRequested || !buffer.isEmpty)
-            if !toRecord.isEmpty, !canPublish || toRecord.count >= 256 {
-                let seqs = toRecord
-                toRecord.removeAll()
-                condition.unlock()
+            switch step {
+            case .stop:
+                try? spool.markSinkDelivered(MQTTSink.sinkName, seqs: toRecord, now: Date())
+                state.update {
+                    $0.publisherRunning = false
+                    $0.ticks += 1
+                }
+                return
+            case .record(let seqs):
                 do {
                     try spool.markSinkDelivered(MQTTSink.sinkName, seqs: seqs, now: now)
+                    if recordFailing {
+                        recordFailing = false
+                        logger.info("mqtt: acknowledged scans are recorded again")
+                    }
                 } catch {
-                    logger.error("mqtt: cannot record acknowledged scans", [("error", error.description)])
+                    // A full disk: keep them (libmosquitto no longer holds them, so nothing would send them
+                    // again before a restart) and try again in a second; logged once per episode.
+                    if !recordFailing {
+                        recordFailing = true
+                        logger.error(
+                            "mqtt: cannot record acknowledged scans; retrying", [("error", error.description)])
+                    }
+                    toRecord = seqs + toRecord
+                    state.wait(until: MonotonicClock.deadline(after: 1)) { $0.stopping }
                 }
-                condition.lock()
-                continue
-            }
-            let paused: Bool = {
-                if case .paused = health { return pauseEnd > clock }
-                return false
-            }()
-            if connected, !paused, clock >= statusDue {
-                statusDue = clock + 5
-                condition.unlock()
+            case .status:
                 let text = statusPayload(online: true)
-                condition.lock()
-                if text != publishedStatus {
-                    publishedStatus = text
-                    condition.unlock()
-                    _ = client.publish(topic: settings.statusTopic, payload: Array(text.utf8), retain: true)
-                    condition.lock()
+                let changed = state.withLock { s in
+                    defer { s.publishedStatus = text }
+                    return s.publishedStatus != text
                 }
-                continue
-            }
-            if connected, !paused, inFlight.count < outstanding, wakeRequested || !buffer.isEmpty {
-                let generation = self.generation
-                if buffer.isEmpty {
-                    wakeRequested = false
-                    let after = cursor
-                    condition.unlock()
-                    var page: [SinkItem] = []
-                    do {
-                        page = try spool.pendingForSink(MQTTSink.sinkName, afterSeq: after, limit: 500)
-                    } catch {
-                        // Disk trouble: the periodic wake-up below tries again.
-                        logger.error("mqtt: cannot read the spool", [("error", error.description)])
+                if changed { _ = client.publish(topic: settings.statusTopic, payload: Array(text.utf8), retain: true) }
+            case .read(let after):
+                do {
+                    let page = try spool.pendingForSink(MQTTSink.sinkName, afterSeq: after, limit: 500)
+                    state.withLock { s in
+                        guard s.cursor == after, s.buffer.isEmpty else { return }
+                        s.buffer = page
+                        if page.count == 500 { s.wakeRequested = true }
                     }
-                    condition.lock()
-                    guard generation == self.generation else { continue }
-                    buffer = page
-                    if page.count == 500 { wakeRequested = true }
-                    if page.isEmpty { continue }
+                } catch {
+                    // Disk trouble: try again in a second.
+                    logger.error("mqtt: cannot read the spool", [("error", error.description)])
+                    state.wait(until: MonotonicClock.deadline(after: 1)) { $0.stopping }
+                    state.withLock { $0.wakeRequested = true }
                 }
-                let batch = Array(buffer.prefix(outstanding - inFlight.count))
-                buffer.removeFirst(batch.count)
-                cursor = batch.last?.seq ?? cursor
-                condition.unlock()
-                var published: [(Int32, Int)] = []
-                for item in batch {
-                    let payload = Array(item.record.json().encoded().utf8)
-                    let (rc, mid) = client.publish(topic: settings.topic(for: item.record), payload: payload)
-                    if MQTTClient.isSuccess(rc) {
-                        published.append((mid, item.seq))
-                    } else if MQTTClient.isOversize(rc) {
-                        let reason = "scan \(item.record.id) is larger than the broker accepts (\(payload.count) bytes)"
-                        logger.error("mqtt: scan not publishable; kept in the spool as refused", [("reason", reason)])
-                        try? spool.markSinkRefused(MQTTSink.sinkName, seq: item.seq, reason: reason, now: now)
-                    } else {
-                        break  // the connection went; the next one starts again from the oldest unacknowledged
+            case .publish(let batch):
+                publish(batch, client: client, clock: clock, now: now)
+            case .wait(let until, let ticks):
+                let woken = state.wait(until: until) { $0.stopping || $0.ticks != ticks }
+                if !woken {
+                    // Other processes (`scan`, `spool retry`) commit without waking us: notice it.
+                    let version = (try? spool.dataVersion()) ?? lastDataVersion
+                    if version != lastDataVersion {
+                        lastDataVersion = version
+                        state.withLock { $0.wakeRequested = true }
                     }
-                }
-                condition.lock()
-                stats.published += published.count
-                if generation == self.generation { for (mid, seq) in published { inFlight[mid] = seq } }
-                // Acks that arrived before their mids were registered are in `acks`; the loop takes them next.
-                statusDue = min(statusDue, clock + 1)
-                continue
-            }
-            var until = clock + 2
-            if connected, !paused { until = min(until, max(statusDue, clock + 0.05)) }
-            if paused { until = min(until, pauseEnd) }
-            let timedOut = !condition.wait(until: until)
-            if stopping { break }
-            if timedOut, !wakeRequested {
-                if case .paused = health, pauseEnd <= MonotonicClock.now() {
-                    health = connected ? .connected : .connecting
-                    wakeRequested = true
-                }
-                // Other processes (`scan`, `spool retry`) commit without waking us: notice it.
-                condition.unlock()
-                let version = (try? spool.dataVersion()) ?? lastDataVersion
-                condition.lock()
-                if version != lastDataVersion {
-                    lastDataVersion = version
-                    wakeRequested = true
                 }
             }
         }
-        let unrecorded = toRecord
-        condition.unlock()
-        try? spool.markSinkDelivered(MQTTSink.sinkName, seqs: unrecorded, now: Date())
-        condition.withLock {
-            publisherRunning = false
-            condition.broadcast()
+    }
+
+    /// Takes the PUBACKs that arrived: the scans acknowledged go to `toRecord`; a refusal pauses publishing.
+    private func takeAcks(_ s: inout State, into toRecord: inout [Int], now: Date) {
+        var delivered: [Int] = []
+        var refusal: Int32?
+        for (mid, code) in s.acks {
+            // Not ours: the status message.
+            guard let seq = s.inFlight.removeValue(forKey: mid) else { continue }
+            if code < 0x80 { delivered.append(seq) } else { refusal = code }
+        }
+        s.acks.removeAll()
+        if s.inFlight.isEmpty { s.holding = false }
+        s.stats.acknowledged += delivered.count
+        toRecord += delivered
+        if let refusal { pause(&s, "the broker refused a message: \(MQTTClient.reason(refusal))", now: now) }
+    }
+
+    /// Hands `batch` (the front of the buffer) to libmosquitto, in order, and registers what it now holds.
+    private func publish(_ batch: [SinkItem], client: MQTTClient, clock: Double, now: Date) {
+        var held: [(Int32, Int)] = []
+        var taken = 0
+        var failure: Int32?
+        for item in batch {
+            let payload = Array(item.record.json().encoded().utf8)
+            let (rc, mid) = client.publish(topic: settings.topic(for: item.record), payload: payload)
+            if MQTTClient.isSuccess(rc) || MQTTClient.isQueuedWithoutConnection(rc) {
+                // Without a connection libmosquitto keeps the message and sends it after the next CONNACK.
+                held.append((mid, item.seq))
+            } else if MQTTClient.isOversize(rc) {
+                let reason = "scan \(item.record.id) is larger than the broker accepts (\(payload.count) bytes)"
+                logger.error("mqtt: scan not publishable; kept in the spool as refused", [("reason", reason)])
+                try? spool.markSinkRefused(MQTTSink.sinkName, seq: item.seq, reason: reason, now: now)
+            } else {
+                failure = rc
+                break
+            }
+            taken += 1
+            if MQTTClient.isQueuedWithoutConnection(rc) { break }
+        }
+        state.withLock { s in
+            s.buffer.removeFirst(min(taken, s.buffer.count))
+            if taken > 0 { s.cursor = batch[taken - 1].seq }
+            for (mid, seq) in held { s.inFlight[mid] = seq }
+            s.stats.published += held.count
+            // The next look at the status message comes within a second (its spool figures changed).
+            s.statusDue = min(s.statusDue, clock + 1)
+            if let failure {
+                // Not taken by libmosquitto (e.g. the broker allows no QoS 1): retrying at once would spin.
+                pause(&s, "libmosquitto did not take a message: \(MQTTClient.describe(failure))", now: now)
+            }
         }
     }
 }
