@@ -220,6 +220,36 @@ public final class StatusReporter: Service {
         ])
     }
 
+    /// The broker sink's state (one series per state, 1 for the current one), queue and counters.
+    func mqttMetrics(_ sink: MQTTSink, into m: inout MetricsText) {
+        let health = sink.currentHealth
+        for state in ["connecting", "publishing", "failing", "paused"] {
+            let current: Bool = {
+                switch health {
+                case .connecting: return state == "connecting"
+                case .connected: return state == "publishing"
+                case .failing: return state == "failing"
+                case .paused: return state == "paused"
+                }
+            }()
+            m.add(
+                "plings_bridge_mqtt_state", current ? 1 : 0, labels: [("state", state)],
+                help: "1 for the MQTT sink's current state (as `status` shows it)")
+        }
+        let queue = (try? spool.sinkStats())?.first { $0.name == MQTTSink.sinkName }
+        m.add("plings_bridge_mqtt_pending", Double(queue?.pending ?? 0), help: "Scans queued for the MQTT broker")
+        let stats = sink.currentStats
+        m.add(
+            "plings_bridge_mqtt_published_total", Double(stats.published),
+            help: "Scan messages handed to the broker connection (repeats included)", type: "counter")
+        m.add(
+            "plings_bridge_mqtt_acknowledged_total", Double(stats.acknowledged),
+            help: "Scan messages the broker acknowledged (PUBACK)", type: "counter")
+        m.add(
+            "plings_bridge_mqtt_connects_total", Double(stats.connects), help: "Connections the broker accepted",
+            type: "counter")
+    }
+
     func metrics(up: Bool) -> String {
         var m = MetricsText()
         m.add("plings_bridge_up", up ? 1 : 0, help: "1 while the service runs")
@@ -249,6 +279,7 @@ public final class StatusReporter: Service {
             let healthy: Double = { if case .healthy = forwarder.currentHealth { return 1 } else { return 0 } }()
             m.add("plings_bridge_delivery_healthy", healthy, help: "1 while the API accepts scans")
         }
+        if let sink = mqtt?.current { mqttMetrics(sink, into: &m) }
         if let age = fixAge() { m.add("plings_bridge_gps_fix_age_seconds", age, help: "Age of the latest GPS fix") }
         for source in sources {
             m.add(
