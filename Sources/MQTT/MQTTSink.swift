@@ -108,7 +108,14 @@ public final class MQTTSink: Sendable {
     /// Registers the sink in the spool and starts both threads. A configuration problem (unreadable TLS files) is
     /// thrown: scans are still queued for the sink and published once it is fixed.
     public func start() throws {
-        try spool.registerSink(MQTTSink.sinkName)
+        do {
+            try spool.registerSink(MQTTSink.sinkName)
+        } catch {
+            // A write at start can fail on a full disk; when an earlier start registered the sink, scans are
+            // queued for it anyway and publishing them needs no write, so a restart mid-episode still publishes.
+            let registered = (try? spool.sinkStats())?.first { $0.name == MQTTSink.sinkName }?.enabled == true
+            guard registered else { throw error }
+        }
         let will = MQTTClient.Will(
             topic: settings.statusTopic,
             payload: JSONValue.object([
