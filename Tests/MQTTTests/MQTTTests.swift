@@ -247,10 +247,13 @@ struct MQTTTests {
             owed.subtracting(receivedIDs(subscriber, topic: s.base + "/scans")).isEmpty
         }
         let missing = owed.subtracting(receivedIDs(subscriber, topic: s.base + "/scans"))
+        let firstMissing = unacknowledged.filter(missing.contains).prefix(3)
         #expect(
             arrived,
-            "\(missing.count) of \(owed.count) scans unacknowledged at the kill never arrived (queued at the kill: "
-                + "\(unacknowledged.count)); first missing: \(unacknowledged.filter(missing.contains).prefix(3))")
+            """
+            \(missing.count) of \(owed.count) scans unacknowledged at the kill never arrived (queued at the kill: \
+            \(unacknowledged.count)); first missing: \(firstMissing)
+            """)
         #expect(try Spool(path: s.spoolPath).sinkStats().first?.delivered == 3000)
         #expect(inCaptureOrder(receivedIDs(subscriber, topic: s.base + "/scans"), order: order))
         bridge.signal(SIGTERM)
