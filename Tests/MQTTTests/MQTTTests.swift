@@ -248,11 +248,16 @@ struct MQTTTests {
         }
         let missing = owed.subtracting(receivedIDs(subscriber, topic: s.base + "/scans"))
         let firstMissing = unacknowledged.filter(missing.contains).prefix(3)
+        // On failure, what the subscriber and the broker saw around the restart (seen under heavy load only).
+        let lines = arrived ? [] : subscriber.process.outputLines
+        let subscribedAt = lines.indices.filter { lines[$0] == "SUBSCRIBED" }
+        let brokerLog = arrived ? "" : broker.log.suffix(40).joined(separator: "\n")
         #expect(
             arrived,
             """
             \(missing.count) of \(owed.count) scans unacknowledged at the kill never arrived (queued at the kill: \
-            \(unacknowledged.count)); first missing: \(firstMissing)
+            \(unacknowledged.count)); first missing: \(firstMissing); subscriber: \(lines.count) lines, SUBSCRIBED \
+            at \(subscribedAt); broker log: \(brokerLog)
             """)
         #expect(try Spool(path: s.spoolPath).sinkStats().first?.delivered == 3000)
         #expect(inCaptureOrder(receivedIDs(subscriber, topic: s.base + "/scans"), order: order))
