@@ -270,6 +270,7 @@ class State:
     def __init__(self, record_limit):
         self.cond = threading.Condition()
         self.record_limit = record_limit
+        self.client_timeout = None  # --client-timeout
         self._clear()
 
     def _clear(self):
@@ -292,6 +293,7 @@ class State:
         self.last_delivered_ts = {}
         self.order_violations = 0
         self.order_violation_seqs = []
+        self.abandoned_answers = 0
         self.api_connections = 0
 
     def reset(self):
@@ -375,7 +377,13 @@ class State:
                 key = record["headers"].get("idempotency-key")
                 if key is not None:
                     self.delivered_keys.add(key)
-                self._check_order(record, identifier)
+                # An answer later than the client's own timeout went to nobody: the client had given up, counted
+                # the attempt as failed and kept its scan pending (the same key comes again). Its late "delivered"
+                # says nothing about the order the client delivers in, so it is counted, not order-checked.
+                if self.client_timeout is not None and record["answeredMono"] - record["arrivedMono"] > self.client_timeout:
+                    self.abandoned_answers += 1
+                else:
+                    self._check_order(record, identifier)
             self.cond.notify_all()
 
     def _check_order(self, record, identifier):
@@ -430,6 +438,7 @@ class State:
                 "maxInFlight": self.max_in_flight,
                 "identifierOverlaps": self.identifier_overlaps,
                 "orderViolations": self.order_violations,
+                "abandonedAnswers": self.abandoned_answers,
                 "orderViolationSeqs": list(self.order_violation_seqs),
                 "apiConnections": self.api_connections,
                 "recordsHeld": len(self.records),
@@ -821,6 +830,8 @@ def main():
     ap.add_argument("--token-file", required=True, help="file holding the bearer token (stripped)")
     ap.add_argument("--host", default="127.0.0.1", help="loopback address to bind (default 127.0.0.1)")
     ap.add_argument("--record-limit", type=int, default=1_000_000, help="requests kept in memory (oldest evicted)")
+    ap.add_argument("--client-timeout", type=float, default=None,
+                    help="the client's request timeout: answers later than this are not order-checked")
     ap.add_argument("-v", "--verbose", action="store_true", help="log every request to stderr")
     args = ap.parse_args()
 
@@ -834,6 +845,7 @@ def main():
         ap.error("--record-limit must be >= 0")
 
     Handler.state = State(args.record_limit)
+    Handler.state.client_timeout = args.client_timeout
     Handler.executor = GraphQLExecutor()
     Handler.token = TokenFile(args.token_file)
     Handler.verbose = args.verbose
