@@ -210,6 +210,11 @@ public final class Pipeline: Service {
             waiting.append((scan, item.completion))
         }
         guard !scans.isEmpty else { return }
+        // Capture order within the batch: reads arrive in the order their sources completed them, and an NFC read
+        // (stamped when the card was detected) completes a tag read later, so another device's newer read may be
+        // submitted first. Sorted by time (stable) before they get their `seq` (docs/contracts.md, "Delivery order").
+        scans = scans.enumerated().sorted { ($0.element.read.time, $0.offset) < ($1.element.read.time, $1.offset) }
+            .map(\.element)
         do {
             try spool.insert(scans)
         } catch {

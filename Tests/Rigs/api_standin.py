@@ -271,6 +271,7 @@ class State:
         self.cond = threading.Condition()
         self.record_limit = record_limit
         self.client_timeout = None  # --client-timeout
+        self.order_tolerance = 0.0  # --order-tolerance
         self._clear()
 
     def _clear(self):
@@ -386,6 +387,13 @@ class State:
                     self._check_order(record, identifier)
             self.cond.notify_all()
 
+    @staticmethod
+    def _seconds(timestamp):
+        try:
+            return datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return float("inf")  # not a timestamp: always compared strictly
+
     def _check_order(self, record, identifier):
         # docs/contracts.md, "Delivery order": per identifier, capture order; a delivered scan must not be older than one
         # already delivered (an equal timestamp is a legitimate at-least-once resend).
@@ -395,7 +403,7 @@ class State:
         if identifier is None or not isinstance(ts, str):
             return
         last = self.last_delivered_ts.get(identifier)
-        if last is not None and ts < last:
+        if last is not None and ts < last and self._seconds(last) - self._seconds(ts) > self.order_tolerance:
             self.order_violations += 1
             if len(self.order_violation_seqs) < 100:
                 self.order_violation_seqs.append(record["seq"])
@@ -832,6 +840,9 @@ def main():
     ap.add_argument("--record-limit", type=int, default=1_000_000, help="requests kept in memory (oldest evicted)")
     ap.add_argument("--client-timeout", type=float, default=None,
                     help="the client's request timeout: answers later than this are not order-checked")
+    ap.add_argument("--order-tolerance", type=float, default=0.0,
+                    help="seconds by which a delivered scan may be older than the last one of its identifier "
+                         "(reads of different devices, docs/contracts.md 'Delivery order'); default 0: strict")
     ap.add_argument("-v", "--verbose", action="store_true", help="log every request to stderr")
     args = ap.parse_args()
 
@@ -846,6 +857,7 @@ def main():
 
     Handler.state = State(args.record_limit)
     Handler.state.client_timeout = args.client_timeout
+    Handler.state.order_tolerance = args.order_tolerance
     Handler.executor = GraphQLExecutor()
     Handler.token = TokenFile(args.token_file)
     Handler.verbose = args.verbose
