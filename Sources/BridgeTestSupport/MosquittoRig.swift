@@ -1,13 +1,14 @@
 import Foundation
+import Platform
 
 /// A real Mosquitto broker (Debian `mosquitto`) for one test: its own config file, a free loopback port kept
 /// across restarts, logging to stdout. Never the system service.
-public final class MosquittoRig: @unchecked Sendable {
+public final class MosquittoRig: Sendable {
     public let port: Int
     public let directory: TemporaryDirectory
     private let configPath: String
-    private let lock = NSLock()
-    private var process: RunningProcess?
+    /// The running broker, nil while it is stopped or killed.
+    private let process = Mutex<RunningProcess?>(nil)
 
     /// - Parameter listenerOptions: lines for the listener (e.g. `allow_anonymous true`, TLS files).
     /// - Parameter persistence: keep sessions on disk (SIGUSR1 writes them at once: `saveSessions`).
@@ -51,20 +52,20 @@ public final class MosquittoRig: @unchecked Sendable {
             throw RigError(
                 "mosquitto did not start: \(broker.outputLines.joined(separator: "\n")) \(broker.stderrText)")
         }
-        lock.withLock { process = broker }
+        process.withLock { $0 = broker }
     }
 
     /// SIGKILL: the broker dies without a word (no session saved, no clean goodbye to clients).
     public func kill() {
-        guard let broker = lock.withLock({ process }) else { return }
+        guard let broker = process.withLock({ $0 }) else { return }
         broker.signal(SIGKILL)
         _ = broker.waitForExit(timeout: 5)
-        lock.withLock { process = nil }
+        process.withLock { $0 = nil }
     }
 
     /// Writes the persistence database now (mosquitto's SIGUSR1), so sessions survive a SIGKILL.
     public func saveSessions() {
-        guard let broker = lock.withLock({ process }) else { return }
+        guard let broker = process.withLock({ $0 }) else { return }
         let db = directory.file("mosquitto.db")
         let before = (try? FileManager.default.attributesOfItem(atPath: db)[.modificationDate] as? Date) ?? nil
         broker.signal(SIGUSR1)
@@ -75,7 +76,7 @@ public final class MosquittoRig: @unchecked Sendable {
     }
 
     /// The broker's log so far.
-    public var log: [String] { lock.withLock { process?.outputLines } ?? [] }
+    public var log: [String] { process.withLock { $0 }?.outputLines ?? [] }
 
     /// Adds a user to a `password_file` (mosquitto_passwd writes the salted hash).
     public static func addUser(_ user: String, password: String, file: String) throws {
@@ -117,7 +118,7 @@ public final class MosquittoRig: @unchecked Sendable {
 }
 
 /// The test subscriber (Tests/Rigs/mqtt_sub.py): every message as (topic, payload), in arrival order.
-public final class MQTTSubscriber: @unchecked Sendable {
+public final class MQTTSubscriber: Sendable {
     public let process: RunningProcess
 
     public init(port: Int, topic: String, session: String? = nil, extra: [String] = []) throws {
