@@ -43,7 +43,11 @@ public final class MosquittoRig: Sendable {
 
     /// Starts the broker (again, on the same port) and waits until it listens.
     public func start() throws {
-        let broker = try RunningProcess("/usr/sbin/mosquitto", ["-c", configPath])
+        // Through the launcher that clears the signal mask the test runner's thread would hand down: with SIGUSR1
+        // blocked, mosquitto never saved its sessions (`saveSessions`), and a restarted broker had none.
+        let broker = try RunningProcess(
+            "/usr/bin/python3",
+            ["-c", NFCRig.launcher(takeLock: false), "/usr/sbin/mosquitto", "-c", configPath])
         // mosquitto's log on a pipe is block-buffered: readiness is the port accepting a connection.
         guard eventually(timeout: 10, { !broker.process.isRunning || MosquittoRig.accepts(port) }),
             broker.process.isRunning
@@ -63,15 +67,18 @@ public final class MosquittoRig: Sendable {
         process.withLock { $0 = nil }
     }
 
-    /// Writes the persistence database now (mosquitto's SIGUSR1), so sessions survive a SIGKILL.
-    public func saveSessions() {
-        guard let broker = process.withLock({ $0 }) else { return }
+    /// Writes the persistence database now (mosquitto's SIGUSR1), so sessions survive a SIGKILL. Returns whether the
+    /// database file was (re)written within `timeout` seconds.
+    @discardableResult
+    public func saveSessions(timeout: Double = 15) -> Bool {
+        guard let broker = process.withLock({ $0 }) else { return false }
         let db = directory.file("mosquitto.db")
-        let before = (try? FileManager.default.attributesOfItem(atPath: db)[.modificationDate] as? Date) ?? nil
+        func written() -> Date? { (try? FileManager.default.attributesOfItem(atPath: db)[.modificationDate]) as? Date }
+        let before = written()
         broker.signal(SIGUSR1)
-        _ = eventually(timeout: 5) {
-            let now = (try? FileManager.default.attributesOfItem(atPath: db)[.modificationDate] as? Date) ?? nil
-            return now != nil && now != before
+        return eventually(timeout: timeout) {
+            guard let now = written() else { return false }
+            return before.map { now != $0 } ?? true
         }
     }
 
@@ -140,6 +147,16 @@ public final class MQTTSubscriber: Sendable {
             guard let tab = line.firstIndex(of: "\t") else { return nil }
             return (String(line[..<tab]), String(line[line.index(after: tab)...]))
         }
+    }
+
+    /// Waits (bounded) until at least `count` messages arrived (other output lines, such as the subscriber's
+    /// connection reports, do not count).
+    public func waitForMessages(_ count: Int, timeout: Double) -> Bool {
+        var seen = 0
+        return process.waitForLine(timeout: timeout) { line in
+            if line.contains("\t") { seen += 1 }
+            return seen >= count
+        } != nil
     }
 
     /// Waits (bounded) until a message satisfies `predicate`; returns its payload.

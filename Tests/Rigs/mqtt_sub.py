@@ -36,6 +36,8 @@ def main():
     client.reconnect_delay_set(min_delay=0.1, max_delay=1)
 
     def on_connect(c, userdata, flags, rc):
+        # Whether the broker still had this persistent session (after a restart: whether it restored it).
+        print(f"CONNECTED rc={rc} sessionPresent={flags.get('session present', 0)}", flush=True)
         if rc == 0:
             c.subscribe(args.topic, qos=1)
 
