@@ -155,6 +155,16 @@ struct JSONTests {
         #expect(JSONValue.string("a\u{01}b\u{7F}").encoded() == #""a\u0001b\u007f""#)
         #expect(JSONValue.number(.infinity).encoded() == "null")
     }
+
+    /// RFC 8259 section 7: only the quotation mark, the reverse solidus and the controls must be escaped; other
+    /// characters go out as they are, also those whose UTF-8 starts like a C1 control's (U+00A0...U+00BF).
+    @Test func encodesOtherCharactersAsTheyAre() throws {
+        let text = "20\u{B0}C\u{A0}caf\u{E9} \u{1F600} plain"
+        #expect(JSONValue.string(text).encoded() == "\"" + text + "\"")
+        #expect(JSONValue.string(#"say "hi" \ bye"#).encoded() == #""say \"hi\" \\ bye""#)
+        #expect(JSONValue.string("\u{B0}\u{85}").encoded() == #""\#u{B0}\u0085""#)
+        #expect(try JSONParser.parse(Array("\"\(text)\"".utf8)) == .string(text))
+    }
 }
 
 struct LogLineTests {

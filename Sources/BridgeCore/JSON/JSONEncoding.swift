@@ -38,6 +38,13 @@ extension JSONValue {
 
     static func writeString(_ s: String, to out: inout String) {
         out += "\""
+        // Most strings (ids, timestamps, identifiers) need no escape at all: one look at their UTF-8, then one append.
+        // 0xC2 leads U+0080...U+00BF, the C1 controls among them: such strings take the scalar-by-scalar path.
+        if !s.utf8.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C || $0 == 0x7F || $0 == 0xC2 }) {
+            out += s
+            out += "\""
+            return
+        }
         for scalar in s.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""

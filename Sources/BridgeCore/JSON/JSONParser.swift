@@ -146,8 +146,15 @@ public struct JSONParser {
         while true {
             guard let c = current else { throw error("unterminated string") }
             if c == UInt8(ascii: "\"") {
+                defer { index += 1 }
+                // No escape in the string (the common case): its bytes are the string.
+                if scalars.isEmpty {
+                    guard let text = String(validating: bytes[runStart..<index], as: UTF8.self) else {
+                        throw JSONParseError(offset: runStart, message: "invalid UTF-8 in string")
+                    }
+                    return text
+                }
                 try flushRun(index)
-                index += 1
                 return String(scalars)
             }
             if c < 0x20 { throw error("control character in string") }
