@@ -9,8 +9,8 @@ import Spool
 /// own delivery state).
 ///
 /// Two threads, neither on the cooperative pool: the network thread runs libmosquitto (blocking in pselect on the
-/// socket, reconnecting with backoff), and the publisher thread reads the spool, publishes up to `maxInflight`
-/// unacknowledged messages and records PUBACKs.
+/// socket, reconnecting with backoff, sending held messages as PUBACKs free the `maxInflight` window), and the
+/// publisher thread reads the spool, hands libmosquitto a few windows of scans and records PUBACKs.
 ///
 /// Capture order across reconnects: libmosquitto keeps every QoS 1 message it was handed until its PUBACK (also
 /// one handed over while the connection was down) and sends the unacknowledged ones again, in order, right after
@@ -27,6 +27,8 @@ public final class MQTTSink: Sendable {
     public static let refusalPause: Double = 300
     /// Reconnect backoff: 1 s doubling to this, with jitter.
     public static let maxReconnectDelay: Double = 30
+    /// Scans handed to libmosquitto at once, in windows of `maxInflight` (see `publisherLoop`).
+    static let queuedWindows = 4
 
     public enum Health: Sendable, Equatable {
         case connecting
@@ -162,6 +164,11 @@ public final class MQTTSink: Sendable {
                 state.wait(until: deadline) { $0.offlineAcked || !$0.connected }
             }
         }
+        // Scans libmosquitto sent before the offline message were acknowledged before it, after the publisher had
+        // stopped: record them, so the next start does not send them again.
+        var acknowledged: [Int] = []
+        state.withLock { takeAcks(&$0, into: &acknowledged, now: Date()) }
+        if !acknowledged.isEmpty { try? spool.markSinkDelivered(MQTTSink.sinkName, seqs: acknowledged, now: Date()) }
         client.disconnect()
         state.wait(until: deadline) { !$0.networkRunning }
         // A network thread still blocked in a connect keeps its client alive (it holds a reference).
@@ -310,9 +317,13 @@ public final class MQTTSink: Sendable {
 
     private func publisherLoop(_ client: MQTTClient) {
         var lastDataVersion = (try? spool.dataVersion()) ?? 0
-        // Never more than the window handed to libmosquitto, which sends what it holds beyond that only as PUBACKs
-        // come in.
-        let window = settings.maxInflight
+        // How many scans libmosquitto holds at once. It puts at most `maxInflight` on the wire (its send maximum) and
+        // sends the next held one from its own network thread as each PUBACK arrives; holding only the window would
+        // make every message wait for this thread to wake and hand it over. A queue of a few windows keeps the wire
+        // full without a hop, and stays short enough that the offline status sent at a clean stop, queued behind
+        // it, is acknowledged well within the stop deadline. Order is libmosquitto's queue order, also across a
+        // reconnect (see the type's comment).
+        let window = settings.maxInflight * MQTTSink.queuedWindows
         // Acknowledged scans not yet recorded: written once the window is refilled, in batches.
         var toRecord: [Int] = []
         var recordFailing = false

@@ -267,6 +267,33 @@ struct MQTTTests {
         #expect(bridge.waitForExit(timeout: 5) == 0)
     }
 
+    /// A clean stop in the middle of a drain: libmosquitto holds a few windows of scans, sent ahead of the offline
+    /// status; their PUBACKs arrive after the publisher has stopped and must still be recorded, or the next start
+    /// sends them all again.
+    @Test func cleanStopMidDrainRecordsEveryScanTheBrokerAcknowledged() throws {
+        let broker = try MosquittoRig()
+        let s = try setup(mqtt: plain(broker))
+        defer { s.dir.remove() }
+        _ = try spoolBacklog(s, identifiers: ["Sa", "Sb", "Sc", "Sd"], perIdentifier: 5000)
+        let subscriber = try MQTTSubscriber(port: broker.port, topic: "plings/#")
+        defer { subscriber.stop() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(subscriber.waitForMessages(300, timeout: 30))
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 10) == 0)
+        // The offline status comes after every scan the bridge sent: once it is here, so are they.
+        #expect(
+            subscriber.waitFor(timeout: 5) { t, p in t == s.base + "/status" && p.contains(#""online":false"#) }
+                != nil)
+        let received = Set(receivedIDs(subscriber, topic: s.base + "/scans"))
+        let states = try Spool(path: s.spoolPath).sinkStates(ids: Array(received))
+        let unrecorded = received.filter { states[$0]?["mqtt"] != "delivered" }
+        #expect(received.count >= 300 && received.count < 20000, "the stop came after the drain; make it larger")
+        #expect(
+            unrecorded.count == 0, "\(unrecorded.count) of \(received.count) received scans not recorded as delivered")
+    }
+
     @Test func wrongPasswordPausesWithAClearErrorLosesNothingAndSIGHUPResumes() throws {
         let dir = TemporaryDirectory("mqtt-users")
         defer { dir.remove() }
