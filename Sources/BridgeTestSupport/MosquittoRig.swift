@@ -67,6 +67,12 @@ public final class MosquittoRig: Sendable {
         process.withLock { $0 = nil }
     }
 
+    /// SIGSTOP: a hung broker. Its socket stays open and the kernel still accepts connections, but nothing answers.
+    public func pause() { process.withLock { $0 }?.signal(SIGSTOP) }
+
+    /// SIGCONT after `pause()`.
+    public func resume() { process.withLock { $0 }?.signal(SIGCONT) }
+
     /// Writes the persistence database now (mosquitto's SIGUSR1), so sessions survive a SIGKILL. Returns whether the
     /// database file was (re)written within `timeout` seconds.
     @discardableResult

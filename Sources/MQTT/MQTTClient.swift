@@ -133,8 +133,32 @@ public final class MQTTClient: @unchecked Sendable {
     /// libmosquitto's text for a result code; for system errors, the errno text.
     public static func describe(_ rc: Int32) -> String {
         if rc == MOSQ_ERR_ERRNO.rawValue { return String(cString: strerror(errno)) }
-        return String(cString: mosquitto_strerror(rc))
+        if let text = textsMissingFromLibmosquitto[rc] { return text }
+        let text = String(cString: mosquitto_strerror(rc))
+        if text == "Unknown error." { return "libmosquitto error \(rc)" }
+        // Without its full stop: the text is usually quoted inside a longer reason.
+        return text.hasSuffix(".") ? String(text.dropLast()) : text
     }
+
+    /// Why a connection ended, from the disconnect callback: a libmosquitto result code, or (0x80 and above) the
+    /// MQTT v5 reason code of the broker's own DISCONNECT, e.g. 0x8E when another client took over our client id.
+    public static func describeDisconnect(_ code: Int32) -> String {
+        code >= 0x80 ? "the broker disconnected us: \(reason(code))" : describe(code)
+    }
+
+    /// Result codes libmosquitto 2.0.11's `mosquitto_strerror` answers with "Unknown error." (a hung broker that
+    /// still holds the socket ends in MOSQ_ERR_KEEPALIVE: libmosquitto pings after one keepalive of silence and
+    /// gives up when the next check finds the ping unanswered).
+    static let textsMissingFromLibmosquitto: [Int32: String] = [
+        MOSQ_ERR_UNKNOWN.rawValue: "unknown error",
+        MOSQ_ERR_KEEPALIVE.rawValue: "the broker did not answer a keepalive ping (mqtt.keepalive)",
+        MOSQ_ERR_LOOKUP.rawValue: "host name lookup failed",
+        MOSQ_ERR_MALFORMED_PACKET.rawValue: "the broker sent a malformed packet",
+        MOSQ_ERR_TIMEOUT.rawValue: "timed out",
+        MOSQ_ERR_RETAIN_NOT_SUPPORTED.rawValue: "the broker does not support retained messages",
+        MOSQ_ERR_TOPIC_ALIAS_INVALID.rawValue: "invalid topic alias",
+        MOSQ_ERR_ADMINISTRATIVE_ACTION.rawValue: "disconnected by the broker's administrator",
+    ]
 
     /// The MQTT v5 reason code's name (CONNACK, PUBACK, DISCONNECT).
     public static func reason(_ code: Int32) -> String {

@@ -29,6 +29,8 @@ public final class MQTTSink: Sendable {
     public static let maxReconnectDelay: Double = 30
     /// Scans handed to libmosquitto at once, in windows of `maxInflight` (see `publisherLoop`).
     static let queuedWindows = 4
+    /// A connection that lasted this long (seconds) was not a flap: the backoff starts again at 1 s.
+    static let stableConnection: Double = 30
 
     public enum Health: Sendable, Equatable {
         case connecting
@@ -48,7 +50,12 @@ public final class MQTTSink: Sendable {
         var client: MQTTClient?
         var stopping = false
         var connected = false
+        /// Failed connects since the last stable connection: the reconnect backoff's exponent.
         var connectFailures = 0
+        /// When the current connection was accepted (monotonic seconds), and how many connections in a row ended
+        /// sooner than `stableConnection`.
+        var connectedAt = -Double.infinity
+        var shortConnections = 0
         /// Messages handed to libmosquitto and not yet acknowledged: mid -> seq. Kept across reconnects, since
         /// libmosquitto keeps (and resends) them.
         var inFlight: [Int32: Int] = [:]
@@ -188,7 +195,7 @@ public final class MQTTSink: Sendable {
             case .connack(let code):
                 if code == 0 {
                     s.connected = true
-                    s.connectFailures = 0
+                    s.connectedAt = MonotonicClock.now()
                     s.stats.connects += 1
                     // libmosquitto resends what is in flight once this callback returns: nothing new before those.
                     s.holding = !s.inFlight.isEmpty
@@ -216,7 +223,7 @@ public final class MQTTSink: Sendable {
                 // In-flight messages stay libmosquitto's (and ours) until their PUBACK on a later connection.
                 if s.connected {
                     s.connected = false
-                    if code != 0 && !s.stopping { fail(&s, "connection lost: \(MQTTClient.describe(code))", now: now) }
+                    if code != 0 && !s.stopping { connectionLost(&s, code: code, now: now) }
                 }
             case .puback(let mid, let code):
                 if mid == s.offlineMid { s.offlineAcked = true }
@@ -226,6 +233,26 @@ public final class MQTTSink: Sendable {
                 if !s.stopping, !s.connected { fail(&s, text, now: now) }
             }
         }
+    }
+
+    /// The broker or the network ended a working connection. A broker closes a connection whenever another client
+    /// connects with the same client id (Mosquitto 2.0.11 without a word; MQTT v5 brokers may send DISCONNECT 0x8E,
+    /// Session taken over): two bridges with one deviceId would take the session from each other every second.
+    /// So after three connections in a row that each ended within `stableConnection`, the backoff keeps growing
+    /// instead of restarting at 1 s, and the log names the likely cause. One short connection (a broker restart)
+    /// changes nothing.
+    private func connectionLost(_ s: inout State, code: Int32, now: Date) {
+        let lasted = MonotonicClock.now() - s.connectedAt
+        s.shortConnections = lasted < MQTTSink.stableConnection ? s.shortConnections + 1 : 0
+        var reason = "connection lost: \(MQTTClient.describeDisconnect(code))"
+        if s.shortConnections >= 3 {
+            reason +=
+                "; \(s.shortConnections) connections in a row ended within \(Int(MQTTSink.stableConnection)) s: is "
+                + "another client connecting as \(settings.clientID)? Give each bridge its own mqtt.deviceId"
+        } else {
+            s.connectFailures = 0
+        }
+        fail(&s, reason, now: now)
     }
 
     /// Health turns to failing: logged once when publishing starts failing, not once per retry; the reason shown by

@@ -294,6 +294,63 @@ struct MQTTTests {
             unrecorded.count == 0, "\(unrecorded.count) of \(received.count) received scans not recorded as delivered")
     }
 
+    /// A hung broker (SIGSTOP) keeps the TCP connection open: only MQTT's keepalive notices. The log says so in
+    /// words (libmosquitto 2.0.11 has no text for MOSQ_ERR_KEEPALIVE), and once the broker answers again the scans
+    /// committed meanwhile are published.
+    @Test func hungBrokerIsNoticedByKeepaliveAndTheBacklogFollows() throws {
+        let broker = try MosquittoRig()
+        let s = try setup(mqtt: plain(broker))  // keepalive 5 s
+        defer { s.dir.remove() }
+        let subscriber = try MQTTSubscriber(port: broker.port, topic: s.base + "/scans")
+        defer { subscriber.stop() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(eventually(timeout: 10) { bridge.stderrText.contains("mqtt: connected; publishing") })
+        broker.pause()
+        #expect(try run(s, ["scan", "https://s.plings.io/?t=q&i=Hung1&p=1"]).status == 0)
+        // libmosquitto pings after one keepalive of silence and gives up one keepalive later.
+        #expect(
+            eventually(timeout: 15) {
+                bridge.stderrText.contains(
+                    #"reason="connection lost: the broker did not answer a keepalive ping (mqtt.keepalive)""#)
+            }, "\(bridge.stderrText)")
+        #expect(!bridge.stderrText.contains("Unknown error"))
+        #expect(try sinkPending(s) == 1)
+        broker.resume()
+        #expect(subscriber.waitFor(timeout: 40) { _, p in p.contains("Hung1") } != nil)
+        #expect(eventually(timeout: 5) { (try? sinkPending(s)) == 0 })
+    }
+
+    /// Two bridges with one deviceId (boxes cloned from one image keep one /etc/machine-id) share a client id, and a
+    /// broker closes the older connection whenever the other connects (Mosquitto 2.0.11 says nothing; MQTT v5 brokers
+    /// may send DISCONNECT 0x8E). Without care they take the session from each other every second, two log lines a
+    /// second each. The bridge names the likely cause and backs off.
+    @Test func twoBridgesWithOneDeviceIdAreNamedInTheLogAndBackOff() throws {
+        let broker = try MosquittoRig()
+        let s = try setup(mqtt: plain(broker))
+        defer { s.dir.remove() }
+        let first = try startBridge(s)
+        defer { first.stop() }
+        #expect(eventually(timeout: 10) { first.stderrText.contains("mqtt: connected; publishing") })
+        let second = try RunningProcess(
+            binary, ["run", "--config", s.config, "--spool", s.dir.file("other.sqlite")], environment: s.environment())
+        defer { second.stop() }
+        let hint =
+            "connections in a row ended within 30 s: is another client connecting as plings-bridge-gate7? Give each "
+            + "bridge its own mqtt.deviceId"
+        let told = eventually(timeout: 20) { first.stderrText.contains(hint) || second.stderrText.contains(hint) }
+        #expect(told, "\(first.stderrText)")
+        func connects() -> Int {
+            [first, second].map { $0.stderrText.components(separatedBy: "mqtt: connected; publishing").count - 1 }
+                .reduce(0, +)
+        }
+        // From here each bridge waits 1, 2, 4, 8 s (less jitter) before taking the session back: at most 4 + 4
+        // connects in 15 s, against one per second each before.
+        let before = connects()
+        usleep(15_000_000)
+        #expect(connects() - before <= 8, "\(first.stderrText)")
+    }
+
     @Test func wrongPasswordPausesWithAClearErrorLosesNothingAndSIGHUPResumes() throws {
         let dir = TemporaryDirectory("mqtt-users")
         defer { dir.remove() }
