@@ -233,6 +233,18 @@ public final class RunningProcess: Sendable {
 
     public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
 
+    /// CPU time the child has used so far (user + system, in clock ticks of 10 ms), from /proc; 0 once it is gone.
+    public var cpuTicks: Int {
+        let pid = process.processIdentifier
+        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")")
+        else { return 0 }
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        // Fields after the command: state is [0], utime [11], stime [12].
+        guard fields.count > 12 else { return 0 }
+        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+    }
+
     /// Signals the child's own children (e.g. the bridge that `umockdev-run` started: it does not forward
     /// signals).
     public func signalChildren(_ number: Int32) {

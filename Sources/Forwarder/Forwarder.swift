@@ -162,15 +162,9 @@ public final class Forwarder: Service {
             let step: Step = state.withLock { s in
                 if s.stopping { return .stop }
                 var sleepUntil = now + Forwarder.spoolCheckInterval
-                let capacity: Int
-                switch s.health {
-                // Claim up to twice the workers so a worker never waits for the next claim transaction.
-                case .healthy: capacity = 2 * s.settings.concurrency - s.inFlight.count
-                // While failing or paused: one probe at a time, once the backoff is over.
-                case .failing, .paused:
-                    let open = s.notBefore.map { now >= $0 } ?? true
-                    capacity = open && s.inFlight.isEmpty ? 1 : 0
-                    if !open, let notBefore = s.notBefore { sleepUntil = min(sleepUntil, notBefore) }
+                let capacity = Forwarder.capacity(s, now: now)
+                if capacity == 0, let notBefore = s.notBefore, notBefore > now {
+                    sleepUntil = min(sleepUntil, notBefore)
                 }
                 if capacity > 0 {
                     if s.wakeRequested || (dueAt.map { $0 <= now } ?? false) {
@@ -222,7 +216,12 @@ public final class Forwarder: Service {
                     return wait > 0 ? now + min(wait, Spool.longestWait) : now + 0.5
                 }
             case .sleep(let until):
-                let woken = state.wait(until: until) { $0.wakeRequested || $0.stopping }
+                // A wake-up counts only once there is room to claim: with none (the backoff, every worker busy)
+                // it stays set, and waiting on it alone would return at once, again and again. Room comes from a
+                // worker finishing (which updates the state and so re-checks this) or the backoff's end (`until`).
+                let woken = state.wait(until: until) { s in
+                    s.stopping || (s.wakeRequested && Forwarder.capacity(s, now: MonotonicClock.now()) > 0)
+                }
                 if woken { continue }
                 // Other processes (`scan`, `spool retry`) change the spool without waking us: notice it.
                 let version = (try? spool.dataVersion()) ?? lastDataVersion
@@ -233,6 +232,17 @@ public final class Forwarder: Service {
             }
         }
         state.update { $0.coordinatorRunning = false }
+    }
+
+    /// How many more scans may be claimed now: up to twice the workers while healthy, so a worker never waits for
+    /// the next claim transaction; while failing or paused one probe at a time, once the backoff is over.
+    private static func capacity(_ s: State, now: Double) -> Int {
+        switch s.health {
+        case .healthy: return 2 * s.settings.concurrency - s.inFlight.count
+        case .failing, .paused:
+            let open = s.notBefore.map { now >= $0 } ?? true
+            return open && s.inFlight.isEmpty ? 1 : 0
+        }
     }
 
     /// The spool refuses even our bookkeeping (disk full, I/O error): back off instead of retrying at once, and

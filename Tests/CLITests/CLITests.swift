@@ -153,9 +153,9 @@ struct CLITests {
         #expect(bridge.stderrText.contains("local spool only"))
         #expect(bridge.stderrText.contains("msg=\"ready:"))
         // Idle CPU: user+system time of the process over one second must be (near) zero.
-        let before = try cpuTicks(bridge.process.processIdentifier)
+        let before = bridge.cpuTicks
         _ = bridge.waitForExit(timeout: 1)
-        let after = try cpuTicks(bridge.process.processIdentifier)
+        let after = bridge.cpuTicks
         #expect(after - before <= 2, "idle CPU ticks: \(after - before)")
         bridge.signal(SIGTERM)
         #expect(bridge.waitForExit(timeout: 5) == 0)
@@ -179,15 +179,6 @@ struct CLITests {
         #expect(try JSONParser.parse(version.stdout.trimmingASCIIWhitespace())["version"]?.stringValue != nil)
         let help = try run(["spool", "--help"], dir)
         #expect(help.status == 0 && help.stdout.contains("purge"))
-    }
-
-    /// utime + stime of a process, in clock ticks, from /proc.
-    func cpuTicks(_ pid: Int32) throws -> Int {
-        let stat = try String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)
-        guard let close = stat.lastIndex(of: ")") else { return 0 }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        // Fields after the command: state is [0], utime [11], stime [12].
-        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
     }
 
     /// Hardening finding 8: inspection commands open the spool read-only and refuse a file that is not a spool,

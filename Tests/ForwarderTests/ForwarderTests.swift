@@ -223,6 +223,34 @@ struct ForwarderTests {
         _ = bridge.waitForExit(timeout: 5)
     }
 
+    /// While the API has asked for a pause (Retry-After) no request may go out; a scan committed meanwhile (here by
+    /// another process, noticed through the spool) must wait without the coordinator spinning. It once did: the
+    /// wake-up stayed set while there was no room to claim, so every wait returned at once until the backoff ended
+    /// (up to 300 s, a core's worth of CPU on a gate box that is offline).
+    @Test func scansCommittedDuringABackoffWaitWithoutSpinning() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        _ = try spoolBacklog(s, identifiers: ["A"], perIdentifier: 1)
+        try s.api.setMode("429", ["retryAfter": 30, "count": 100])
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(try s.api.requests(min: 1, wait: 15).count == 1)
+        let scan = try ProcessRunner.run(
+            binary, ["scan", "https://s.plings.io/?t=q&i=B&p=1", "--config", s.config, "--spool", s.spoolPath],
+            environment: s.environment())
+        #expect(scan.status == 0)
+        // The service looks at the spool every 2 s; then, for 4 s, it has nothing to do but wait.
+        _ = bridge.waitForExit(timeout: 2.5)
+        let before = bridge.cpuTicks
+        _ = bridge.waitForExit(timeout: 4)
+        let used = bridge.cpuTicks - before
+        #expect(used <= 20, "\(used) ticks of CPU in 4 s of backoff")
+        // Still only the first request and the scan command's own attempt: the Retry-After is honoured.
+        #expect(try s.api.requests().count == 2)
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+    }
+
     @Test func scanMakesOneAttemptAndHeadersMatchTheDesign() throws {
         let s = try setup()
         defer { s.teardown() }
