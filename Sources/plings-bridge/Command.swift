@@ -17,12 +17,19 @@ struct Option: Sendable {
     /// What it does; `\n` starts a continuation line.
     let help: String
     let setting: Setting
+    /// For a command with subcommands (`spool`): the ones that take this flag; empty for all. Its help starts with
+    /// them, and the flag given to another subcommand is a usage error rather than silently ignored.
+    let subcommands: [String]
 
-    init(_ name: String, short: String? = nil, value: String? = nil, _ help: String, sets setting: Setting = .none) {
+    init(
+        _ name: String, short: String? = nil, value: String? = nil, _ help: String, sets setting: Setting = .none,
+        for subcommands: [String] = []
+    ) {
         self.names = (short.map { [$0] } ?? []) + [name]
         self.value = value
-        self.help = help
+        self.help = subcommands.isEmpty ? help : subcommands.joined(separator: ", ") + ": " + help
         self.setting = setting
+        self.subcommands = subcommands
     }
 
     /// The configuration key this flag feeds, if any.

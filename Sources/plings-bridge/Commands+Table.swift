@@ -37,11 +37,15 @@ extension CLI {
                 Pending, dead and unrecognized scans are never purged.
                 """,
             options: [
-                Option("--state", value: "S", "list: only scans in state S (pending, delivered, dead, unrecognized)"),
-                Option("--limit", value: "N", "list: at most N scans"),
-                Option("--dead", "retry: every dead scan"),
-                Option("--delivered", "purge: delivered scans (required: nothing else is purged)"),
-                Option("--older-than", value: "AGE", "purge: scans older than AGE (7d, 12h, 30m, 45s, 1w or seconds)"),
+                Option(
+                    "--state", value: "S", "only scans in state S (pending, delivered, dead, unrecognized)",
+                    for: ["list"]),
+                Option("--limit", value: "N", "at most N scans", for: ["list"]),
+                Option("--dead", "every dead scan", for: ["retry"]),
+                Option("--delivered", "delivered scans (required: nothing else is purged)", for: ["purge"]),
+                Option(
+                    "--older-than", value: "AGE", "scans older than AGE (7d, 12h, 30m, 45s, 1w or seconds)",
+                    for: ["purge"]),
             ],
             handler: .parsed { try $0.spool($1) }),
         Command(

@@ -219,6 +219,13 @@ struct CLI {
             print(args.command.help)
             return 2
         }
+        // A flag of another subcommand (`spool list --dead`) would be ignored without a word: refuse it.
+        for option in args.command.options where !option.subcommands.isEmpty && !option.subcommands.contains(sub) {
+            if let given = option.names.first(where: args.has) {
+                let owners = option.subcommands.map { "spool \($0)" }.joined(separator: ", ")
+                throw CommandFailure.usage("\(given) applies to \(owners) only")
+            }
+        }
         let settings = try settings(args)
         // `retry` and `purge` change the spool; everything else only looks and opens it read-only.
         let changes = sub == "retry" || sub == "purge"

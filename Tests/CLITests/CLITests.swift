@@ -175,6 +175,10 @@ struct CLITests {
         #expect(purge.status == 0 && purge.stdout.contains("purged 0"))
         let badPurge = try run(["spool", "purge", "--older-than", "7d", "--spool", spool], dir)
         #expect(badPurge.status == 2)
+        // A flag of another subcommand is refused, not ignored (`list --dead` lists everything otherwise).
+        let misplaced = try run(["spool", "list", "--dead", "--spool", spool], dir)
+        #expect(misplaced.status == 2 && misplaced.stderr.contains("--dead applies to spool retry only"))
+        #expect(misplaced.stdout.isEmpty)
         let version = try run(["version", "--json"], dir)
         #expect(try JSONParser.parse(version.stdout.trimmingASCIIWhitespace())["version"]?.stringValue != nil)
         let help = try run(["spool", "--help"], dir)
