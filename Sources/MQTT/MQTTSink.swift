@@ -350,8 +350,8 @@ public final class MQTTSink: Sendable {
         // full without a hop, and stays short enough that the offline status sent at a clean stop, queued behind
         // it, is acknowledged well within the stop deadline. Order is libmosquitto's queue order, also across a
         // reconnect (see the type's comment).
-        let window = settings.maxInflight * MQTTSink.queuedWindows
-        // Acknowledged scans not yet recorded: written once the window is refilled, in batches.
+        let holdLimit = settings.maxInflight * MQTTSink.queuedWindows
+        // Acknowledged scans not yet recorded: written once libmosquitto holds its fill again, in batches.
         var toRecord: [Int] = []
         var recordFailing = false
         while true {
@@ -369,10 +369,10 @@ public final class MQTTSink: Sendable {
                 }
                 let paused = s.paused(at: clock)
                 let canPublish =
-                    s.connected && !paused && !s.holding && s.inFlight.count < window
+                    s.connected && !paused && !s.holding && s.inFlight.count < holdLimit
                     && (s.wakeRequested || !s.buffer.isEmpty)
-                // Refill the window first, then record; a batch is written at the latest when nothing is left to
-                // publish or 256 have gathered.
+                // Refill what libmosquitto holds first, then record; a batch is written at the latest when nothing
+                // is left to publish or 256 have gathered.
                 if !toRecord.isEmpty, !canPublish || toRecord.count >= 256 {
                     defer { toRecord.removeAll() }
                     return .record(toRecord)
@@ -386,7 +386,7 @@ public final class MQTTSink: Sendable {
                         s.wakeRequested = false
                         return .read(after: s.cursor)
                     }
-                    return .publish(Array(s.buffer.prefix(window - s.inFlight.count)))
+                    return .publish(Array(s.buffer.prefix(holdLimit - s.inFlight.count)))
                 }
                 var until = clock + 2
                 if s.connected, !paused { until = min(until, max(s.statusDue, clock + 0.05)) }
