@@ -173,9 +173,10 @@ public final class MQTTSink: Sendable {
         }
         // Scans libmosquitto sent before the offline message were acknowledged before it, after the publisher had
         // stopped: record them, so the next start does not send them again.
+        let now = Date()
         var acknowledged: [Int] = []
-        state.withLock { takeAcks(&$0, into: &acknowledged, now: Date()) }
-        if !acknowledged.isEmpty { try? spool.markSinkDelivered(MQTTSink.sinkName, seqs: acknowledged, now: Date()) }
+        state.withLock { takeAcks(&$0, into: &acknowledged, now: now) }
+        try? spool.markSinkDelivered(MQTTSink.sinkName, seqs: acknowledged, now: now)
         client.disconnect()
         state.wait(until: deadline) { !$0.networkRunning }
         // A network thread still blocked in a connect keeps its client alive (it holds a reference).

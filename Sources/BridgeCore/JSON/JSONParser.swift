@@ -136,24 +136,23 @@ public struct JSONParser {
         index += 1  // opening quote
         var scalars = String.UnicodeScalarView()
         var runStart = index
-        func flushRun(_ end: Int) throws(JSONParseError) {
-            guard runStart < end else { return }
+        /// The unescaped run from `runStart` to `end`, checked as UTF-8.
+        func run(to end: Int) throws(JSONParseError) -> String {
             guard let text = String(validating: bytes[runStart..<end], as: UTF8.self) else {
                 throw JSONParseError(offset: runStart, message: "invalid UTF-8 in string")
             }
-            scalars.append(contentsOf: text.unicodeScalars)
+            return text
+        }
+        func flushRun(_ end: Int) throws(JSONParseError) {
+            guard runStart < end else { return }
+            scalars.append(contentsOf: try run(to: end).unicodeScalars)
         }
         while true {
             guard let c = current else { throw error("unterminated string") }
             if c == UInt8(ascii: "\"") {
                 defer { index += 1 }
                 // No escape in the string (the common case): its bytes are the string.
-                if scalars.isEmpty {
-                    guard let text = String(validating: bytes[runStart..<index], as: UTF8.self) else {
-                        throw JSONParseError(offset: runStart, message: "invalid UTF-8 in string")
-                    }
-                    return text
-                }
+                if scalars.isEmpty { return try run(to: index) }
                 try flushRun(index)
                 return String(scalars)
             }
