@@ -1,4 +1,5 @@
 import CSQLite
+import Glibc
 
 /// An SQLite failure: the call, SQLite's result code and message.
 public struct SQLiteError: Error, CustomStringConvertible, Equatable {
@@ -58,6 +59,23 @@ final class SQLiteConnection: @unchecked Sendable {
     func keepWALAllocated() {
         var on: Int32 = 1
         _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
+    }
+
+    /// Truncates this database's WAL to zero bytes when it has grown past `limit` (a big transaction: a purge, a
+    /// migration, a reader that held a snapshot through a burst). A persisted WAL keeps its high-water size, and
+    /// every process that opens the database after the last one closed re-reads and re-checkpoints all of it;
+    /// truncating it after the checkpoint means nobody pays for an old transaction. Best effort: while another
+    /// connection reads, SQLite cannot truncate and the next call tries again. Returns whether it truncated.
+    @discardableResult
+    func truncateWAL(ifLargerThan limit: Int) -> Bool {
+        var info = stat()
+        guard let file = sqlite3_db_filename(handle, "main"), stat(String(cString: file) + "-wal", &info) == 0,
+            Int(info.st_size) > limit
+        else { return false }
+        var logFrames: Int32 = 0
+        var checkpointed: Int32 = 0
+        return sqlite3_wal_checkpoint_v2(handle, "main", SQLITE_CHECKPOINT_TRUNCATE, &logFrames, &checkpointed)
+            == SQLITE_OK
     }
 
     /// Runs SQL with no results (several statements allowed).

@@ -54,6 +54,17 @@ public final class Spool: Sendable {
     /// How long a connection waits for another process's write lock before failing with "busy".
     public static let busyTimeoutMilliseconds = 5000
 
+    /// A WAL larger than this after a checkpoint is truncated (`SQLiteConnection.truncateWAL`). SQLite checkpoints
+    /// at 1000 pages (4 MiB), so a WAL of normal use stays under it and keeps its blocks allocated.
+    public static let walTrimBytes = 16 << 20
+
+    /// Rows one purge transaction deletes at most: a concurrent commit waits for one batch, never for the whole
+    /// purge (one DELETE of 666,000 rows held the write lock ~5 s; docs/benchmarks.md has the stall per batch).
+    public static let purgeBatch = 1000
+
+    /// The migration this open ran, if any: schema versions and seconds (the service and the CLI log it).
+    public let migration: (from: Int, to: Int, seconds: Double)?
+
     /// Opens (creating when missing) and migrates the spool at `path`.
     public init(path: String, synchronous: BridgeConfig.Synchronous = .full) throws(SpoolError) {
         self.path = path
@@ -68,7 +79,13 @@ public final class Spool: Sendable {
             try Spool.enableWAL(db)
             db.keepWALAllocated()
             try db.execute("PRAGMA synchronous = \(synchronous.rawValue.uppercased())")
+            let started = MonotonicClock.now()
+            let from = try db.scalarInt("PRAGMA user_version") ?? 0
             try Spool.migrate(db)
+            let to = try db.scalarInt("PRAGMA user_version") ?? 0
+            migration = from == to ? nil : (from, to, MonotonicClock.now() - started)
+            // A WAL left large by an earlier process (or by that migration) is re-read by every later opener.
+            db.truncateWAL(ifLargerThan: Spool.walTrimBytes)
             // The database and its WAL are new names in the directory: until the directory is fsynced, a
             // power cut may undo them, and with them every scan committed meanwhile (SQLite syncs the
             // directory after creating a WAL only on its first WAL sync, never after creating the database).
@@ -93,9 +110,15 @@ public final class Spool: Sendable {
         }
     }
 
+    deinit {
+        // The last process to close must not leave a large WAL for the next one to re-read.
+        _ = connection.withLock { $0.truncateWAL(ifLargerThan: Spool.walTrimBytes) }
+    }
+
     /// Read-only: both connections are opened without write access, nothing is migrated or switched.
     private init(inspecting path: String) throws(SpoolError) {
         self.path = path
+        self.migration = nil
         do {
             let db = try SQLiteConnection(path: path, readOnly: true)
             try db.execute("PRAGMA busy_timeout = \(Spool.busyTimeoutMilliseconds)")
@@ -280,14 +303,25 @@ public final class Spool: Sendable {
         }
     }
 
-    /// Scans in capture order, optionally of one state; `limit` 0 means all.
-    public func list(state: ScanState? = nil, limit: Int = 0) throws(SpoolError) -> [ScanRecord] {
-        try query(
-            "SELECT \(Spool.columns) FROM scans WHERE (?1 IS NULL OR state = ?1) ORDER BY seq LIMIT ?2"
+    /// Scans in capture order, optionally of one state and captured since a time; `limit` 0 means all.
+    /// `newest` takes the newest N instead of the oldest (an index walk from the end, as cheap on a spool of a
+    /// million scans as on an empty one); `newestFirst` reverses the order of the answer.
+    public func list(
+        state: ScanState? = nil, limit: Int = 0, newest: Int = 0, since: Date? = nil, newestFirst: Bool = false
+    ) throws(SpoolError) -> [ScanRecord] {
+        let fromEnd = newest > 0 || newestFirst
+        let records = try query(
+            """
+            SELECT \(Spool.columns) FROM scans WHERE (?1 IS NULL OR state = ?1) AND (?3 IS NULL OR created_at >= ?3)
+                ORDER BY seq \(fromEnd ? "DESC" : "ASC") LIMIT ?2
+            """
         ) { s throws(SQLiteError) in
             try s.bind(1, state?.rawValue)
-            try s.bind(2, limit > 0 ? limit : -1)
+            let count = newest > 0 ? newest : limit
+            try s.bind(2, count > 0 ? count : -1)
+            try s.bind(3, since.map(Timestamp.format))
         }
+        return fromEnd && !newestFirst ? records.reversed() : records
     }
 
     /// Calls `body` for every scan in capture order without holding them all in memory (`spool export`).
@@ -321,7 +355,7 @@ public final class Spool: Sendable {
     public func stats(now: Date = Date()) throws(SpoolError) -> SpoolStats {
         try withConnection { db throws(SQLiteError) in
             var counts: [ScanState: Int] = [:]
-            let grouped = try db.prepare("SELECT state, COUNT(*) FROM scans GROUP BY state")
+            let grouped = try db.prepare("SELECT state, n FROM scan_counts WHERE n != 0")
             while try grouped.step() {
                 if let state = grouped.string(0).flatMap(ScanState.init) { counts[state] = grouped.int(1) }
             }
@@ -343,6 +377,19 @@ public final class Spool: Sendable {
             }
             let version = try db.scalarInt("PRAGMA user_version") ?? 0
             return SpoolStats(counts: counts, oldestPendingAge: oldestAge, lastError: lastError, schemaVersion: version)
+        }
+    }
+
+    /// Delivery attempts recorded in this spool by any process since schema 4, and those that failed (the scan
+    /// stayed pending for a retry). Counters: they never go down, purges included.
+    public func deliveryTotals() throws(SpoolError) -> (attempts: Int, failures: Int) {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare("SELECT name, n FROM delivery_totals")
+            var totals = (attempts: 0, failures: 0)
+            while try s.step() {
+                if s.string(0) == "attempts" { totals.attempts = s.int(1) } else { totals.failures = s.int(1) }
+            }
+            return totals
         }
     }
 
@@ -377,17 +424,49 @@ public final class Spool: Sendable {
     }
 
     /// Deletes delivered scans delivered before `cutoff`; returns how many. Other states are never pruned.
-    public func purgeDelivered(before cutoff: Date) throws(SpoolError) -> Int {
-        try withConnection { db throws(SQLiteError) in
-            // A scan another sink has not published yet stays (migration 3).
-            let s = try db.prepare(
-                """
-                DELETE FROM scans WHERE state = 'delivered' AND delivered_at < ?1
-                    AND NOT EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = scans.seq AND q.state = 'pending')
-                """)
-            try s.bind(1, Timestamp.format(cutoff))
-            try s.step()
-            return db.changes
+    ///
+    /// In transactions of at most `batch` rows, each over the next window of delivered scans in capture order,
+    /// so each is bounded work (an index range, not a rescan) and a concurrent commit, in this process or
+    /// another, waits for one batch at most. `progress` gets the running total after each batch. Afterwards a
+    /// WAL the purge grew is truncated.
+    public func purgeDelivered(
+        before cutoff: Date, batch: Int = Spool.purgeBatch, progress: ((Int) -> Void)? = nil
+    ) throws(SpoolError) -> Int {
+        let cutoffText = Timestamp.format(cutoff)
+        var total = 0
+        var after = 0
+        while true {
+            let window: (end: Int, deleted: Int)? = try withConnection { db throws(SQLiteError) in
+                try db.transaction { () throws(SQLiteError) -> (end: Int, deleted: Int)? in
+                    let end = try db.prepare(
+                        """
+                        SELECT max(seq) FROM (SELECT seq FROM scans WHERE state = 'delivered' AND seq > ?1
+                            ORDER BY seq LIMIT ?2)
+                        """)
+                    try end.bind(1, after)
+                    try end.bind(2, batch)
+                    guard try end.step(), !end.isNull(0) else { return nil }
+                    let last = end.int(0)
+                    try end.step()
+                    // A scan another sink has not published yet stays (migration 3).
+                    let s = try db.prepare(
+                        """
+                        DELETE FROM scans WHERE state = 'delivered' AND seq > ?1 AND seq <= ?2 AND delivered_at < ?3
+                            AND NOT EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = scans.seq AND q.state = 'pending')
+                        """)
+                    try s.bind(1, after)
+                    try s.bind(2, last)
+                    try s.bind(3, cutoffText)
+                    try s.step()
+                    return (last, db.changes)
+                }
+            }
+            guard let window else { break }
+            after = window.end
+            total += window.deleted
+            progress?(total)
         }
+        _ = connection.withLock { $0.truncateWAL(ifLargerThan: Spool.walTrimBytes) }
+        return total
     }
 }

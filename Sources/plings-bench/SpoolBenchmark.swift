@@ -15,7 +15,7 @@ enum SpoolBenchmark {
         while i < arguments.count {
             if arguments[i] == "--count", i + 1 < arguments.count, let n = Int(arguments[i + 1]) { count = n }
             if arguments[i] == "--dir", i + 1 < arguments.count { directory = arguments[i + 1] }
-            i += 2
+            i += arguments[i] == "--no-scale" ? 1 : 2
         }
         let scans = makeScans(count)
 
@@ -43,6 +43,7 @@ enum SpoolBenchmark {
                 metric: "burst of \(burst) reads through the pipeline (group commit, \(fsyncs) transactions)",
                 ours: pipelineBurst, baseline: rawBurst, unit: "/s", goal: "> raw single-row inserts"),
         ])
+        if !arguments.contains("--no-scale") { SpoolScaleBenchmark.run(arguments: ["--dir", directory]) }
     }
 
     static func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }

@@ -13,6 +13,8 @@ let command = arguments.first ?? "help"
 switch command {
 case "spool":
     SpoolBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "spool-scale":
+    SpoolScaleBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "drain":
     DrainBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "mqtt":
@@ -45,7 +47,12 @@ default:
         """
         Usage: plings-bench <benchmark> [options]
           all [--full]                    every benchmark below in one run, one table
-          spool [--count N] [--dir DIR]   durable spool commits/s against raw SQLite, single reads and a burst
+          spool [--count N] [--dir DIR] [--no-scale]
+                                          durable spool commits/s against raw SQLite, single reads and a burst;
+                                          then spool-scale
+          spool-scale [--sizes 0,100000,1000000] [--dir DIR]
+                                          commit latency and CLI times on large spools against an empty one;
+                                          the longest commit stall during a purge of 600,000
           drain [--count N] [--large N]   API drain throughput against a baseline client; large-drain time and RSS
           mqtt [--count N] [--large N] [--inflight W]
                                           MQTT drain (QoS 1) against a paho-mqtt client; large-drain time and RSS

@@ -1,0 +1,167 @@
+import BridgeCore
+import BridgeTestSupport
+import CSQLite
+import Foundation
+import Testing
+
+@testable import Spool
+
+/// A year of scans (issue 22): counts kept by triggers stay exact, a purge goes in bounded batches, and a WAL
+/// grown by a big transaction does not stay big. Expected counts come from SQLite's own COUNT(*) over the rows.
+@Suite(.serialized)
+struct SpoolScaleTests {
+    let builder = ScanBuilder(parser: PlingsURLParser())
+
+    func scan(_ url: String, at seconds: Double = 0) -> NewScan {
+        builder.build(
+            Read(
+                sourceKind: .manual, device: "t", raw: url, time: Date(timeIntervalSince1970: 1_781_424_000 + seconds)),
+            fix: nil)
+    }
+
+    /// The counts SQLite finds by counting every row, the authority the trigger-kept counts must equal.
+    func counted(_ spool: Spool) throws -> [ScanState: Int] {
+        var counts: [ScanState: Int] = [:]
+        try spool.withTestConnection { db throws(SQLiteError) in
+            let s = try db.prepare("SELECT state, COUNT(*) FROM scans GROUP BY state")
+            while try s.step() {
+                if let state = s.string(0).flatMap(ScanState.init) { counts[state] = s.int(1) }
+            }
+        }
+        return counts
+    }
+
+    func walSize(_ path: String) -> Int {
+        var info = stat()
+        return stat(path + "-wal", &info) == 0 ? Int(info.st_size) : 0
+    }
+
+    @Test func countsFollowEveryChangeOfState() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = try Spool(path: dir.file("s.sqlite"))
+        try spool.registerSink("mqtt")
+        // Identifiers are base58: no 0, O, I or l.
+        let names = ["A", "B", "C", "D", "E", "F", "G", "H", "J", "K", "M", "N"]
+        let scans =
+            names.enumerated().map { scan("https://s.plings.io/?t=q&i=Thing\($1)&p=1", at: Double($0)) } + [
+                scan("nope")
+            ]
+        try spool.insert(scans)
+        let now = Date(timeIntervalSince1970: 1_781_500_000)
+        try spool.recordOutcome(id: scans[0].id, outcome: .delivered(response: "{}"), now: now)
+        try spool.recordOutcome(id: scans[1].id, outcome: .delivered(response: "{}"), now: now)
+        try spool.recordOutcome(id: scans[2].id, outcome: .dead(reason: "bad", response: nil), now: now)
+        try spool.recordOutcome(
+            id: scans[3].id, outcome: .retry(reason: "503", nextAttempt: now.addingTimeInterval(5)), now: now)
+        #expect(try spool.stats().counts == (try counted(spool)))
+        let counts = try spool.stats().counts
+        let totals = try spool.deliveryTotals()
+        #expect(counts == [.pending: 9, .delivered: 2, .dead: 1, .unrecognized: 1], "\(counts) \(totals)")
+        // Four recorded attempts, one of which left its scan pending.
+        #expect(try spool.deliveryTotals() == (attempts: 4, failures: 1))
+        #expect(try spool.retryDead() == 1)
+        #expect(try spool.stats().counts == (try counted(spool)))
+        // The MQTT sink's queue: 13 queued, 3 published; the purge below removes what both sinks are done with.
+        let items = try spool.pendingForSink("mqtt", afterSeq: 0, limit: 3)
+        try spool.markSinkDelivered("mqtt", seqs: items.map(\.seq), now: now)
+        let sink = try #require(try spool.sinkStats().first)
+        #expect(sink.pending == 10 && sink.delivered == 3)
+        #expect(try spool.purgeDelivered(before: now.addingTimeInterval(1)) == 2)
+        #expect(try spool.stats().counts == (try counted(spool)))
+        let after = try #require(try spool.sinkStats().first)
+        #expect(after.pending == 10 && after.delivered == 1)
+        // A retry resets `attempts`: the counters never go down.
+        #expect(try spool.deliveryTotals() == (attempts: 4, failures: 1))
+    }
+
+    /// A spool written by 0.2.0 (schema 3) gains the counts with every row counted, in the migration.
+    @Test func theMigrationCountsTheRowsAlreadyThere() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("v3.sqlite")
+        do {
+            let db = try SQLiteConnection(path: path)
+            for step in 0..<3 { try db.execute(Schema.migrations[step]) }
+            try db.execute("PRAGMA user_version = 3")
+            try db.execute("INSERT INTO sinks (name) VALUES ('mqtt')")
+            try db.execute(
+                """
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 500)
+                INSERT INTO scans (id, created_at, state, source_kind, device, raw)
+                SELECT 'v3-' || i, '2026-01-01T00:00:00.000Z',
+                    CASE i % 4 WHEN 0 THEN 'pending' WHEN 1 THEN 'delivered' WHEN 2 THEN 'dead' ELSE 'unrecognized' END,
+                    'hid', 'bench', 'x' FROM n;
+                UPDATE sink_queue SET state = 'delivered' WHERE seq % 5 = 0;
+                """)
+        }
+        let spool = try Spool(path: path)
+        #expect(spool.migration?.from == 3 && spool.migration?.to == Schema.currentVersion)
+        #expect(try spool.stats().counts == [.pending: 125, .delivered: 125, .dead: 125, .unrecognized: 125])
+        let sink = try #require(try spool.sinkStats().first)
+        #expect(sink.pending == 400 && sink.delivered == 100)
+    }
+
+    @Test func purgeGoesInBatchesAndLeavesNoLargeWAL() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        let spool = try Spool(path: path)
+        // 100,000 old delivered scans in one transaction (an import or an old release's purge): the WAL grows past
+        // what SQLite's checkpoints keep it at.
+        try spool.withTestConnection { db throws(SQLiteError) in
+            try db.execute(
+                """
+                BEGIN;
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
+                INSERT INTO scans (id, created_at, state, source_kind, device, raw, input, identifier, delivered_at)
+                SELECT 'old-' || i, '2025-01-01T00:00:00.000Z', 'delivered', 'hid', 'bench',
+                    'https://s.plings.io/?t=q&i=Old' || i || '&p=1', '{"type":"q"}', 'Old' || i,
+                    '2025-01-01T00:00:01.000Z' FROM n;
+                COMMIT;
+                """)
+        }
+        #expect(walSize(path) > Spool.walTrimBytes)
+        let kept = scan("https://s.plings.io/?t=q&i=Kept&p=1")
+        try spool.insert([kept])
+        var progress: [Int] = []
+        let purged = try spool.purgeDelivered(before: Date(timeIntervalSince1970: 1_767_225_600), batch: 1000) {
+            progress.append($0)
+        }
+        #expect(purged == 100_000)
+        #expect(progress.count == 100 && progress.last == 100_000 && progress == progress.sorted())
+        #expect(try spool.list().map(\.id) == [kept.id])
+        #expect(try spool.stats().counts == [.pending: 1])
+        #expect(walSize(path) < Spool.walTrimBytes, "WAL \(walSize(path)) bytes after the purge")
+    }
+
+    /// A large WAL left behind (by a process that stopped before trimming it, or an older release) is trimmed by
+    /// the next open, so only that one process pays for re-reading it.
+    @Test func aLargeWALLeftBehindIsTrimmedOnOpen() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        do {
+            let spool = try Spool(path: path)
+            try spool.insert([scan("https://s.plings.io/?t=q&i=A&p=1")])
+        }
+        // An old release: a big transaction, the WAL persisted at its size by its last close.
+        do {
+            let db = try SQLiteConnection(path: path)
+            db.keepWALAllocated()
+            try db.execute(
+                """
+                BEGIN;
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
+                INSERT INTO scans (id, created_at, state, source_kind, device, raw)
+                SELECT 'big-' || i, '2025-01-01T00:00:00.000Z', 'unrecognized', 'hid', 'bench', printf('%0200d', i)
+                FROM n;
+                COMMIT;
+                """)
+        }
+        #expect(walSize(path) > Spool.walTrimBytes)
+        let spool = try Spool(path: path)
+        #expect(walSize(path) < Spool.walTrimBytes)
+        #expect(try spool.stats().counts == [.pending: 1, .unrecognized: 100_000])
+    }
+}
