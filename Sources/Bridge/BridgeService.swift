@@ -20,6 +20,8 @@ public final class BridgeService: Sendable {
     private let reloadSettings: @Sendable () throws -> (Settings, String?)
     /// The configuration in force (the start one, then each successful reload's).
     private let current: Mutex<BridgeConfig>
+    /// Which configuration generation runs and what the last reload did (`status`, systemd's STATUS=).
+    private let configuration: Mutex<ConfigurationState>
 
     /// The whole stop, from SIGTERM to exit: inside systemd's default 5 s (the unit allows 10 s).
     public static let stopBudget: Double = 4.5
@@ -33,6 +35,7 @@ public final class BridgeService: Sendable {
         self.logger = logger
         self.reloadSettings = reload
         self.current = Mutex(settings.config)
+        self.configuration = Mutex(ConfigurationState(settings))
     }
 
     /// Runs until SIGTERM or SIGINT; returns the process exit code.
@@ -48,28 +51,36 @@ public final class BridgeService: Sendable {
             logger.error("cannot open the spool", [("path", settings.spoolPath), ("error", error.description)])
             return 1
         }
-        let (fixProvider, gps) = LocationSource.makeFixProvider(config: config, logger: logger)
+        let location = LocationSlot(config: config, logger: logger)
+        // Wakes the status reporter after a commit (`status` shows the read at once); set once the reporter exists.
+        let statusWake = Mutex<(@Sendable () -> Void)?>(nil)
         let delivery = DeliverySlot(spool: spool, settings: settings.apiSettings(token: token), logger: logger)
         let mqtt = MQTTSinkSlot(spool: spool, config: config, logger: logger)
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
-            fixProvider: fixProvider, debounce: BridgeService.debounceWindows(config), logger: logger,
+            fixProvider: location, debounce: BridgeService.debounceWindows(config), logger: logger,
             onCommitted: { _ in
                 delivery.wake()
                 mqtt.wake()
-            }, timeSource: { gps?.readTime(now: $0) ?? $0 })
+                statusWake.withLock { $0 }?()
+            }, timeSource: { location.readTime(now: $0) })
         let sources = SourceSet(config: config, logger: logger, submit: { pipeline.submit($0) }, pipeline: pipeline)
         let reporterSources = sources.reporterSources
+        let current = self.current
+        let configuration = self.configuration
         mqtt.setStatus {
             BridgeService.deviceStatus(
-                spool: spool, pipeline: pipeline, sources: reporterSources, gps: gps, config: config)
+                spool: spool, pipeline: pipeline, sources: reporterSources, gps: location.client,
+                config: current.withLock { $0 })
         }
         let retention = PeriodicThread(name: "retention", interval: 3600) { [self] in pruneDelivered(spool) }
         let reporter = StatusReporter(
             statusPath: settings.statusPath, metricsPath: config.metrics.textfile,
             metricsInterval: config.metrics.interval, spool: spool,
             pipeline: pipeline, forwarder: { delivery.forwarder }, mqtt: mqtt, sources: sources.reporterSources,
-            fixAge: { gps?.status().fixAge }, logger: logger)
+            fixAge: { location.client.map { $0.status().fixAge ?? .infinity } }, location: { location.snapshot() },
+            configuration: { configuration.withLock { $0.json } }, logger: logger)
+        statusWake.withLock { $0 = { reporter.wake() } }
         let systemd = SystemdNotifier()
         // The watchdog pings at half its period while the pipeline's commit thread is not stuck in a commit; a
         // wedged pipeline stops the pings and systemd restarts the service.
@@ -79,19 +90,24 @@ public final class BridgeService: Sendable {
             }
         }
         // The MQTT sink starts before the pipeline, so every read from now on is queued for the broker too.
-        let services: [(any Service)?] = [gps, delivery, mqtt, pipeline, sources, retention, reporter]
+        let services: [(any Service)?] = [location, delivery, mqtt, pipeline, sources, retention, reporter]
         let group = ServiceGroup(services.compactMap { $0 })
         group.start()
 
         logSummary(spool: spool, sources: sources)
-        systemd.notify("READY=1\nSTATUS=" + (config.api.url == nil ? "spooling locally" : "delivering to the API"))
+        systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
         // The watchdog's first ping must not come before READY=1: it starts last and stops first.
         watchdog?.start()
 
         // Idle: nothing runs until a signal arrives (every part sleeps on its own thread).
         for await number in signals {
             if number == SIGHUP {
-                reload(delivery: delivery, pipeline: pipeline, sources: sources, mqtt: mqtt)
+                // systemd shows "reloading" until READY=1; `plings-bridge reload` (ExecReload=) waits for the
+                // status file's new generation, written before READY=1.
+                systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(UInt64(MonotonicClock.now() * 1_000_000))")
+                reload(delivery: delivery, pipeline: pipeline, sources: sources, mqtt: mqtt, location: location)
+                reporter.refresh()
+                systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
                 continue
             }
             logger.info("stopping", [("signal", number == SIGTERM ? "SIGTERM" : "SIGINT")])
@@ -111,7 +127,9 @@ public final class BridgeService: Sendable {
     /// SIGHUP: reload the configuration. API settings (adding or removing `api.url` starts or stops delivery),
     /// the token, hosts, sources and retention apply at once; a delivery pause ends. Keys read only at start
     /// are named in one log line.
-    private func reload(delivery: DeliverySlot, pipeline: Pipeline, sources: SourceSet, mqtt: MQTTSinkSlot) {
+    private func reload(
+        delivery: DeliverySlot, pipeline: Pipeline, sources: SourceSet, mqtt: MQTTSinkSlot, location: LocationSlot
+    ) {
         do {
             let (fresh, freshToken) = try reloadSettings()
             let previous = current.withLock { old -> BridgeConfig in
@@ -124,6 +142,9 @@ public final class BridgeService: Sendable {
             delivery.apply(fresh.apiSettings(token: freshToken))
             sources.apply(fresh.config)
             mqtt.apply(fresh.config)
+            if location.apply(fresh.config) {
+                logger.info("location", [("state", BridgeService.describeLocation(fresh.config))])
+            }
             for (kind, state) in sources.summaries { logger.info("source \(kind)", [("state", state)]) }
             let needRestart =
                 BridgeService.keysNeedingRestart(from: previous, to: fresh.config)
@@ -133,9 +154,12 @@ public final class BridgeService: Sendable {
                     "changed keys take effect only after a restart (systemctl restart plings-bridge)",
                     [("keys", needRestart.joined(separator: ","))])
             }
+            configuration.withLock { $0.applied(fresh) }
             logger.info("configuration reloaded", [("config", fresh.configPath ?? "(built-in defaults)")])
         } catch {
-            logger.error("reload failed: keeping the running configuration", [("error", "\(error)")])
+            let reason = "\(error)"
+            configuration.withLock { $0.refused(reason) }
+            logger.error("reload refused: the service keeps running on the previous configuration", [("error", reason)])
         }
     }
 
@@ -143,7 +167,6 @@ public final class BridgeService: Sendable {
     static func keysNeedingRestart(from old: BridgeConfig, to new: BridgeConfig) -> [String] {
         var keys: [String] = []
         if old.spool.synchronous != new.spool.synchronous { keys.append("spool.synchronous") }
-        if old.location != new.location { keys.append("location") }
         if old.metrics != new.metrics { keys.append("metrics") }
         return keys
     }
@@ -153,8 +176,11 @@ public final class BridgeService: Sendable {
     private func pruneDelivered(_ spool: Spool) {
         let retention = current.withLock { $0.spool.deliveredRetention }
         let cutoff = Date().addingTimeInterval(-retention)
+        let started = MonotonicClock.now()
         if let pruned = try? spool.purgeDelivered(before: cutoff), pruned > 0 {
-            logger.info("pruned delivered scans", [("count", String(pruned))])
+            logger.info(
+                "pruned delivered scans",
+                [("count", String(pruned)), ("seconds", String(format: "%.2f", MonotonicClock.now() - started))])
         }
     }
 
@@ -163,6 +189,14 @@ public final class BridgeService: Sendable {
         logger.info(
             "plings-bridge starting",
             [("version", BridgeVersion.current), ("config", settings.configPath ?? "(built-in defaults)")])
+        if let step = spool.migration, step.from > 0 {
+            logger.info(
+                "spool migrated",
+                [
+                    ("from", String(step.from)), ("to", String(step.to)),
+                    ("seconds", String(format: "%.2f", step.seconds)),
+                ])
+        }
         let counts = (try? spool.stats())?.counts ?? [:]
         logger.info(
             "spool open",

@@ -16,8 +16,11 @@ import Spool
 public enum Doctor {
     /// Every check in `doctor`'s order. `settings` is nil when the configuration did not load (`configError`
     /// says why): then only that finding is reported. `logger` gets the gpsd connection's own lines.
+    ///   - unreadableToken: the token file this user may not read (a member of group plings on an installed box):
+    ///     the API check then says what it could not check instead of claiming there is no API.
     public static func run(
-        settings: Settings?, configError: String?, token: String?, environment: [String: String], logger: Logger
+        settings: Settings?, configError: String?, token: String?, unreadableToken: String? = nil,
+        environment: [String: String], logger: Logger
     ) -> [DoctorCheck] {
         var checks: [DoctorCheck] = []
         if let configError {
@@ -30,7 +33,7 @@ public enum Doctor {
         guard let settings else { return checks }
         checks.append(spoolCheck(settings))
         checks.append(diskCheck(settings))
-        checks.append(contentsOf: apiChecks(settings, token: token))
+        checks.append(contentsOf: apiChecks(settings, token: token, unreadableToken: unreadableToken))
         checks.append(mqttCheck(settings))
         checks.append(contentsOf: tokenChecks(settings, environment: environment))
         let config = settings.config
@@ -137,7 +140,16 @@ public enum Doctor {
         return DoctorCheck("disk", .ok, text)
     }
 
-    static func apiChecks(_ settings: Settings, token: String?) -> [DoctorCheck] {
+    static func apiChecks(_ settings: Settings, token: String?, unreadableToken: String? = nil) -> [DoctorCheck] {
+        if let url = settings.config.api.url, token == nil, let path = unreadableToken {
+            return [
+                DoctorCheck(
+                    "api", .skip,
+                    "api.url is \(url); this user cannot read the token file \(path), so the token is not checked "
+                        + "(the service reads it)",
+                    fix: "run doctor as root to check the token: sudo plings-bridge doctor")
+            ]
+        }
         guard let api = settings.apiSettings(token: token) else {
             return [
                 DoctorCheck(

@@ -53,7 +53,7 @@ public final class Pipeline: Service {
     /// Reads counted by source and outcome, and the last read per device (for `status` and metrics).
     public struct Tally: Sendable {
         /// What became of a read, as counted (the `outcome` label of `plings_bridge_reads_total`).
-        public enum Outcome: String, Sendable, Comparable {
+        public enum Outcome: String, Sendable, Comparable, CaseIterable {
             /// Committed as a scan to deliver.
             case pending
             /// Committed as a read that is not a Plings URL.

@@ -57,6 +57,18 @@ public struct Settings: Sendable {
             statusPath: statusPath(spoolPath: spoolPath, environment: environment, installedSystem: system))
     }
 
+    /// The paths an inspection command uses when the configuration is refused: `--spool` if given, else the
+    /// installed service's spool when this box has one, else the usual default; built-in defaults for the rest.
+    public static func withoutConfigFile(spoolPath: String?, environment: [String: String]) -> Settings {
+        let installed =
+            spoolPath == nil
+            && FileManager.default.fileExists(atPath: (serviceSpoolPath as NSString).deletingLastPathComponent)
+        let spool = spoolPath ?? defaultSpoolPath(environment: environment, installedSystem: installed)
+        return Settings(
+            config: BridgeConfig(), configPath: nil, spoolPath: spool,
+            statusPath: statusPath(spoolPath: spool, environment: environment, installedSystem: installed))
+    }
+
     /// `$RUNTIME_DIRECTORY/status.json` under systemd; the service's on an installed system when the spool is
     /// the service's; else beside the spool.
     public static func statusPath(spoolPath: String, environment: [String: String], installedSystem: Bool) -> String {

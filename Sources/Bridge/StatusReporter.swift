@@ -51,16 +51,23 @@ public final class StatusReporter: Service {
     let mqtt: MQTTSinkSlot?
     let sources: [Source]
     let fixAge: @Sendable () -> Double?
+    let location: @Sendable () -> JSONValue
+    let configuration: @Sendable () -> JSONValue
     let logger: Logger
     let started = Date()
     private let progress = Mutex(Progress())
     private let thread: Mutex<PeriodicThread?> = Mutex(nil)
+    /// One refresh at a time: the thread's and a reload's (`refresh()` from the signal loop) never interleave.
+    private let writing = Mutex(())
 
     public init(
         statusPath: String, metricsPath: String?, metricsInterval: Double = 15, spool: Spool, pipeline: Pipeline,
         forwarder: @escaping @Sendable () -> Forwarder?, mqtt: MQTTSinkSlot? = nil, sources: [Source],
-        fixAge: @escaping @Sendable () -> Double?, logger: Logger
+        fixAge: @escaping @Sendable () -> Double?, location: @escaping @Sendable () -> JSONValue = { .null },
+        configuration: @escaping @Sendable () -> JSONValue = { .null }, logger: Logger
     ) {
+        self.location = location
+        self.configuration = configuration
         self.mqtt = mqtt
         self.statusPath = statusPath
         self.metricsPath = metricsPath
@@ -73,7 +80,8 @@ public final class StatusReporter: Service {
         self.logger = logger
     }
 
-    /// Refreshes the snapshot every 5 s (metrics every `metricsInterval`) on its own thread.
+    /// Refreshes the snapshot every 5 s, and at once after `wake()` (metrics every `metricsInterval`), on its own
+    /// thread.
     public func start() {
         let periodic = PeriodicThread(name: "status", interval: 5) { [self] in refresh() }
         thread.withLock { $0 = periodic }
@@ -88,8 +96,16 @@ public final class StatusReporter: Service {
         if let metricsPath { write(metrics(up: false), to: metricsPath, mode: 0o644, isMetrics: true) }
     }
 
-    /// One round: the snapshot when it changed, the metrics when they are due.
-    func refresh() {
+    /// Asks for a refresh as soon as the current one ends (after a commit: `status` shows the read at once).
+    public func wake() { thread.withLock { $0 }?.wake() }
+
+    /// One round: the snapshot when it changed, the metrics when they are due. Synchronous: when it returns, the
+    /// status file says what the service is now (a reload waits for that).
+    public func refresh() {
+        writing.withLock { _ in refreshUnderLock() }
+    }
+
+    private func refreshUnderLock() {
         let snapshot = self.snapshot()
         var comparable = snapshot
         comparable.remove(key: "updatedAt")
@@ -171,6 +187,8 @@ public final class StatusReporter: Service {
                     ])
                 } ?? .null
             ),
+            ("config", configuration()),
+            ("location", location()),
             ("delivery", delivery),
             ("mqtt", mqttSnapshot()),
             (
@@ -253,9 +271,18 @@ public final class StatusReporter: Service {
     func metrics(up: Bool) -> String {
         var m = MetricsText()
         m.add("plings_bridge_up", up ? 1 : 0, help: "1 while the service runs")
-        for (key, value) in pipeline.currentTally.reads.sorted(by: { $0.key < $1.key }) {
+        // Every source and outcome from the start, at 0 until it happens: a series that appears only with the
+        // first read makes rate() and alerts blind to the first minutes.
+        let reads = pipeline.currentTally.reads
+        var keys = Set(reads.keys)
+        for source in [SourceKind.nfc, .hid] where sources.contains(where: { $0.kind == source.rawValue }) {
+            for outcome in Pipeline.Tally.Outcome.allCases {
+                keys.insert(Pipeline.Tally.Key(source: source, outcome: outcome))
+            }
+        }
+        for key in keys.sorted() {
             m.add(
-                "plings_bridge_reads_total", Double(value),
+                "plings_bridge_reads_total", Double(reads[key] ?? 0),
                 labels: [("source", key.source.rawValue), ("outcome", key.outcome.rawValue)],
                 help: "Reads by source and outcome", type: "counter")
         }
@@ -269,18 +296,24 @@ public final class StatusReporter: Service {
                 "plings_bridge_oldest_pending_age_seconds", stats.oldestPendingAge ?? 0,
                 help: "Age of the oldest pending scan (0 when none)")
         }
+        // From the spool: every process's attempts, `scan`'s one attempt included, and across restarts.
+        if let totals = try? spool.deliveryTotals() {
+            m.add(
+                "plings_bridge_delivery_attempts_total", Double(totals.attempts),
+                help: "Delivery attempts recorded in the spool (every process)", type: "counter")
+            m.add(
+                "plings_bridge_delivery_failures_total", Double(totals.failures),
+                help: "Recorded delivery attempts that left the scan pending for a retry", type: "counter")
+        }
         if let forwarder = forwarder() {
-            let s = forwarder.currentStats
-            m.add(
-                "plings_bridge_delivery_attempts_total", Double(s.attempts), help: "Delivery attempts", type: "counter")
-            m.add(
-                "plings_bridge_delivery_failures_total", Double(s.failures), help: "Failed delivery attempts",
-                type: "counter")
             let healthy: Double = { if case .healthy = forwarder.currentHealth { return 1 } else { return 0 } }()
             m.add("plings_bridge_delivery_healthy", healthy, help: "1 while the API accepts scans")
         }
         if let sink = mqtt?.current { mqttMetrics(sink, into: &m) }
-        if let age = fixAge() { m.add("plings_bridge_gps_fix_age_seconds", age, help: "Age of the latest GPS fix") }
+        // Present whenever gpsd is asked: +Inf until the first fix, so "no fix" is a value an alert can see.
+        if let age = fixAge() {
+            m.add("plings_bridge_gps_fix_age_seconds", age, help: "Age of the latest GPS fix (+Inf before the first)")
+        }
         for source in sources {
             m.add(
                 "plings_bridge_source_up", source.up() ? 1 : 0, labels: [("source", source.kind)],

@@ -26,6 +26,15 @@ public enum LocationDoctor {
             let accuracy = status.accuracy.map { String(format: " ±%.0f m", $0) } ?? ""
             return DoctorCheck("gpsd", .ok, "gpsd has a fix: \(lat),\(lon)\(accuracy), mode \(status.mode ?? 0)D")
         }
+        // A gate with a fixed position and no receiver: gpsd (installed with the package's Recommends and
+        // socket-activated) answers without a fix forever. That is the normal state unless location.gpsd was
+        // pointed somewhere on purpose.
+        if let fallback, location.gpsd == BridgeConfig().location.gpsd {
+            return DoctorCheck(
+                "gpsd", .ok, "gpsd at \(location.gpsd) has no fix (no receiver?); \(fallback)",
+                fix: "with a receiver, check `plings-bridge gps`; without one, set location.gpsd to \"\" to stop asking"
+            )
+        }
         return DoctorCheck(
             "gpsd", .warn,
             "gpsd reachable but no fresh fix (mode \(status.mode ?? 0))" + (fallback.map { "; \($0)" } ?? ""),

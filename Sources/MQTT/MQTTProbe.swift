@@ -13,7 +13,9 @@ public enum MQTTProbe {
         case unreachable(String)
     }
 
-    public static func run(_ settings: MQTTSettings, timeout: Double = 5) -> Result {
+    public static func run(_ service: MQTTSettings, timeout: Double = 5) -> Result {
+        var settings = service
+        settings.clientIDSuffix = "-doctor-\(getpid())"
         let events = Mutex<[MQTTEvent]>([])
         let client: MQTTClient
         do {

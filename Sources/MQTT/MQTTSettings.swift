@@ -43,8 +43,11 @@ public struct MQTTSettings: Sendable, Equatable {
     public var statusTopic: String { topicBase + "/status" }
     /// `doctor` publishes here (QoS 1, not retained) to prove the broker's ACL lets this device publish.
     public var doctorTopic: String { topicBase + "/doctor" }
+    /// Appended to the client id: a probe (`doctor`) connects as its own client, so the broker never hands it the
+    /// service's session (and drops the service's connection).
+    public var clientIDSuffix = ""
     /// One client id per device, so two devices never take over each other's session.
-    public var clientID: String { "plings-bridge-" + deviceID }
+    public var clientID: String { "plings-bridge-" + deviceID + clientIDSuffix }
     /// `mqtt://host:port` or `mqtts://host:port`, for logs.
     public var endpoint: String {
         (tls ? "mqtts://" : "mqtt://") + (host.contains(":") ? "[\(host)]" : host) + ":\(port)"

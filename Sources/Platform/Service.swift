@@ -44,7 +44,7 @@ public final class PeriodicThread: Service {
     public let name: String
     private let interval: Double
     private let body: @Sendable () -> Void
-    private let state = Monitor((stopping: false, running: false))
+    private let state = Monitor((stopping: false, running: false, woken: false))
 
     public init(name: String, interval: Double, body: @escaping @Sendable () -> Void) {
         self.name = name
@@ -57,7 +57,12 @@ public final class PeriodicThread: Service {
         let thread = Thread { [self] in
             while true {
                 body()
-                let stopping = state.wait(until: MonotonicClock.deadline(after: interval)) { $0.stopping }
+                var stopping = false
+                state.wait(until: MonotonicClock.deadline(after: interval)) { state in
+                    stopping = state.stopping
+                    defer { state.woken = false }
+                    return state.stopping || state.woken
+                }
                 if stopping { break }
             }
             state.update { $0.running = false }
@@ -69,5 +74,11 @@ public final class PeriodicThread: Service {
     public func stop(deadline: Double) {
         state.update { $0.stopping = true }
         state.wait(until: deadline) { !$0.running }
+    }
+
+    /// Runs `body` once more as soon as the current round (if any) ends, then the period starts again. Wakes that
+    /// arrive during one round fold into one more round, so a burst costs at most one extra run.
+    public func wake() {
+        state.update { $0.woken = true }
     }
 }

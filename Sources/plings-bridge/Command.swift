@@ -86,11 +86,14 @@ struct Command: Sendable {
         if !options.isEmpty { groups.append(OptionGroup(title: "Options:", options: options)) }
         if !sources.isEmpty { groups.append(OptionGroup(title: "Source options:", options: sources)) }
         if case .parsed = handler {
-            groups.append(OptionGroup(title: "Options every command takes:", options: Option.common))
+            groups.append(OptionGroup(title: Command.commonTitle, options: Option.common))
         }
         self.groups = groups
         self.handler = handler
     }
+
+    /// The heading of the options every command takes.
+    static let commonTitle = "Options every command takes:"
 
     /// Every flag the command accepts.
     var options: [Option] { groups.flatMap(\.options) }

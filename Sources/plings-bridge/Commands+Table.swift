@@ -27,7 +27,7 @@ extension CLI {
             "spool", synopsis: "spool list|stats|retry|export|purge", summary: "inspect and manage the local spool",
             usage: ["spool <subcommand> [options]"],
             about: """
-                  list [--state S] [--limit N] [--json]
+                  list [--state S] [--last N] [--since AGE] [--newest-first] [--json]
                                            scans in capture order (JSON: one object per line)
                   stats [--json]           counts per state, oldest pending age, last delivery error
                   retry ID | --dead        revive a dead scan (or all of them) for delivery
@@ -40,7 +40,10 @@ extension CLI {
                 Option(
                     "--state", value: "S", "only scans in state S (pending, delivered, dead, unrecognized)",
                     for: ["list"]),
-                Option("--limit", value: "N", "at most N scans", for: ["list"]),
+                Option("--limit", value: "N", "the oldest N scans", for: ["list"]),
+                Option("--last", value: "N", "the newest N scans", for: ["list"]),
+                Option("--since", value: "AGE", "scans captured in the last AGE (7d, 12h, 30m, 45s)", for: ["list"]),
+                Option("--newest-first", "newest scan first", for: ["list"]),
                 Option("--dead", "every dead scan", for: ["retry"]),
                 Option("--delivered", "delivered scans (required: nothing else is purged)", for: ["purge"]),
                 Option(
@@ -134,17 +137,49 @@ extension CLI {
             ],
             handler: .parsed { try await $0.testRead($1) }),
         Command(
+            "config", synopsis: "config check", summary: "check the configuration as the service would load it",
+            usage: ["config check [--config FILE] [options]"],
+            about: """
+                Loads the configuration exactly as `run` does (the file, PLINGS_BRIDGE_* variables, flags and the token
+                file) and says whether the service would accept it. Exit 0 when it would, 2 with one line naming the
+                key, the value and the fix when not. Run it before every `systemctl reload plings-bridge`.
+                """,
+            handler: .parsed { try $0.config($1) }),
+        Command(
+            "reload", summary: "reload the running service's configuration and wait for its answer",
+            usage: ["reload [--pid PID] [--timeout S] [options]"],
+            about: """
+                The unit's ExecReload=. Checks the configuration first: a refused one exits 2 and the service is left
+                alone. Then sends SIGHUP and waits for the service to apply the new configuration (exit 0) or refuse
+                it (exit 1, with the reason; it keeps running on the previous one).
+                """,
+            options: [
+                Option("--pid", value: "PID", "the service's process (default: the pid in its status file)"),
+                Option("--timeout", value: "S", "seconds to wait for the service's answer (default 10)"),
+            ],
+            handler: .parsed { try $0.reload($1) }),
+        Command(
             "version", summary: "version and linked library versions",
             about: "Prints the version and the versions of the linked libraries.",
             handler: .parsed { try $0.version($1) }),
+        Command(
+            "manpage", summary: "print the manual page (roff), made from this command table",
+            about: "Prints plings-bridge(1) in roff; the package installs it (man plings-bridge).",
+            handler: .parsed { try $0.manpage($1) }),
+        Command(
+            "completion", synopsis: "completion bash", summary: "print the bash completion script",
+            usage: ["completion bash"],
+            about: "Prints a bash completion script for every command and flag; the package installs it.",
+            handler: .parsed { try $0.completion($1) }),
         Command(
             "help", synopsis: "help [COMMAND]", summary: "this text, or a command's", usage: ["help [COMMAND]"],
             handler: .raw { cli, words in cli.help(words.first) }),
     ]
 
-    /// The command named `name`; `--help` and `-h` in its place are `help`.
+    /// The command named `name`; `--help` and `-h` in its place are `help`, `--version` is `version`.
     static func command(named name: String) -> Command? {
-        let name = name == "--help" || name == "-h" ? "help" : name
+        let aliases = ["--help": "help", "-h": "help", "--version": "version"]
+        let name = aliases[name] ?? name
         return commands.first { $0.name == name }
     }
 

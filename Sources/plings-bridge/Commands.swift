@@ -4,13 +4,22 @@ import Foundation
 import Location
 import NFC
 import Logging
+import Platform
 import Spool
 
 /// The failure a command ends with, mapped to its exit code.
-enum CommandFailure: Error {
+enum CommandFailure: Error, CustomStringConvertible {
     case usage(String)
     case config(String)
     case runtime(String)
+
+    /// The plain message: a log line or a reload's reason shows it as it is (never an enum dump).
+    var description: String {
+        switch self {
+        case .usage(let message), .runtime(let message): message
+        case .config(let message): "configuration error: " + message
+        }
+    }
 }
 
 struct CLI {
@@ -43,8 +52,8 @@ struct CLI {
             case .usage(let message):
                 logger.error(message, [("hint", "plings-bridge --help")])
                 return 2
-            case .config(let message):
-                logger.error("configuration error: " + message)
+            case .config:
+                logger.error(failure.description)
                 return 2
             case .runtime(let message):
                 logger.error(message)
@@ -72,6 +81,21 @@ struct CLI {
                 configPath: args.value("--config"), flags: args.configFlags, environment: environment)
         } catch {
             throw CommandFailure.config(error.description)
+        }
+    }
+
+    /// The settings of an inspection command (`status`, `spool list|stats|export`): a broken configuration file
+    /// must not blind the tools while the service runs on its previous one. The error becomes one warning line
+    /// and the command looks where the installed service keeps its spool and status (or the usual default).
+    func inspectionSettings(_ args: Arguments) throws -> Settings {
+        do {
+            return try settings(args)
+        } catch CommandFailure.config(let message) {
+            let fallback = Settings.withoutConfigFile(spoolPath: args.value("--spool"), environment: environment)
+            logger.warn(
+                "the configuration is refused; inspecting \(fallback.spoolPath) instead",
+                [("error", message), ("fix", "plings-bridge config check")])
+            return fallback
         }
     }
 
@@ -182,6 +206,14 @@ struct CLI {
             throw CommandFailure.runtime("cannot open the spool at \(path): \(error.description)")
         }
         if !existed { handOverToDirectoryOwner(path) }
+        if let step = spool.migration, step.from > 0 {
+            logger.info(
+                "spool migrated",
+                [
+                    ("from", String(step.from)), ("to", String(step.to)),
+                    ("seconds", ProgressLine.seconds(step.seconds)),
+                ])
+        }
         return spool
     }
 
@@ -226,9 +258,9 @@ struct CLI {
                 throw CommandFailure.usage("\(given) applies to \(owners) only")
             }
         }
-        let settings = try settings(args)
         // `retry` and `purge` change the spool; everything else only looks and opens it read-only.
         let changes = sub == "retry" || sub == "purge"
+        let settings = try changes ? settings(args) : inspectionSettings(args)
         try requirePermission(settings.spoolPath, what: "the spool", write: changes)
         // Inspection of a spool that does not exist yet is an empty result, not an error.
         let existing: Spool?
@@ -253,14 +285,29 @@ struct CLI {
                     }
                     state = parsed
                 }
-                let limit =
-                    try args.value("--limit").map { (text: String) throws -> Int in
+                func count(_ flag: String) throws -> Int {
+                    try args.value(flag).map { (text: String) throws -> Int in
                         guard let n = Int(text), n > 0 else {
-                            throw CommandFailure.usage("--limit must be a positive number")
+                            throw CommandFailure.usage("\(flag) must be a positive number, not '\(text)'")
                         }
                         return n
                     } ?? 0
-                let records = try existing?.list(state: state, limit: limit) ?? []
+                }
+                let (limit, last) = (try count("--limit"), try count("--last"))
+                if limit > 0, last > 0 {
+                    throw CommandFailure.usage("--limit (oldest) and --last (newest) exclude each other")
+                }
+                let since = try args.value("--since").map { (text: String) throws -> Date in
+                    guard let age = DurationText.parse(text), age <= Date().timeIntervalSince(DurationText.yearOne)
+                    else {
+                        throw CommandFailure.usage("--since '\(text)' is not an age such as 7d, 12h, 30m or seconds")
+                    }
+                    return Date().addingTimeInterval(-age)
+                }
+                let records =
+                    try existing?.list(
+                        state: state, limit: limit, newest: last, since: since, newestFirst: args.has("--newest-first"))
+                    ?? []
                 // Each sink's state beside the API's (`state`): {"mqtt": "pending"}; the member is left out when no
                 // sink has the scan (no sink configured, or captured before one was), so the line stays the record
                 // `scan` printed.
@@ -283,7 +330,21 @@ struct CLI {
                     printTable(records, sinks: sinks)
                 }
             case "export":
-                try existing?.forEach { print($0.json().encoded()) }
+                let started = MonotonicClock.now()
+                let meter = ProgressLine(what: "exported")
+                var n = 0
+                try existing?.forEach {
+                    print($0.json().encoded())
+                    n += 1
+                    if n % 10_000 == 0 { meter.update(n) }
+                }
+                meter.finish()
+                // Only when it took a while: a quick export of a small spool stays quiet apart from its lines.
+                if MonotonicClock.now() - started >= 1 {
+                    logger.info(
+                        "export finished",
+                        [("exported", String(n)), ("seconds", ProgressLine.seconds(MonotonicClock.now() - started))])
+                }
             case "stats":
                 let stats =
                     try existing?.stats()
@@ -344,7 +405,13 @@ struct CLI {
                     throw CommandFailure.usage(
                         "--older-than \(text) reaches back before the year 1; at most \(Int(oldest / 86_400))d")
                 }
-                let n = try existing?.purgeDelivered(before: now.addingTimeInterval(-age)) ?? 0
+                let started = MonotonicClock.now()
+                let meter = ProgressLine(what: "purged")
+                let n = try existing?.purgeDelivered(before: now.addingTimeInterval(-age)) { meter.update($0) } ?? 0
+                meter.finish()
+                logger.info(
+                    "purge finished",
+                    [("purged", String(n)), ("seconds", ProgressLine.seconds(MonotonicClock.now() - started))])
                 print("purged \(n) delivered scan(s)")
             default:
                 throw CommandFailure.usage("unknown spool subcommand '\(sub)'")
@@ -364,6 +431,7 @@ struct CLI {
             let what = r.identifier ?? (r.raw.isEmpty ? "(empty)" : String(r.raw.prefix(60)))
             var line =
                 "\(Timestamp.format(r.createdAt))  \(r.state.rawValue.padding(12))  \(r.sourceKind.rawValue):\(r.device)  \(what)"
+            line += "  " + (r.position.map { p in "\(p.latitude),\(p.longitude)" } ?? "-")
             if let error = r.lastError { line += "  [\(error)]" }
             for (sink, state) in (sinks[r.id] ?? [:]).sorted(by: { $0.key < $1.key }) { line += "  \(sink)=\(state)" }
             show(line + "  id=\(r.id)")
@@ -390,6 +458,31 @@ struct CLI {
         }
         return 0
     }
+}
+
+/// A running count on a terminal (`purged 120000...`), rewritten in place on stderr; silent when stderr is not a
+/// terminal (a log, a pipe), where the one closing log line says it all.
+final class ProgressLine {
+    private let what: String
+    private let enabled = isatty(2) == 1
+    private var shown = false
+    private var lastShown = -Double.infinity
+
+    init(what: String) { self.what = what }
+
+    func update(_ count: Int) {
+        let now = MonotonicClock.now()
+        guard enabled, now - lastShown >= 0.2 else { return }
+        lastShown = now
+        shown = true
+        FileHandle.standardError.write(Data("\r\(what) \(count)...".utf8))
+    }
+
+    func finish() {
+        if shown { FileHandle.standardError.write(Data("\r\u{1B}[K".utf8)) }
+    }
+
+    static func seconds(_ value: Double) -> String { String(format: "%.2f", value) }
 }
 
 /// Prints one line of human-readable output with control characters escaped (`TerminalText`). Every such line

@@ -8,16 +8,32 @@ extension CLI {
         var settings: Settings?
         var configError: String?
         var token: String?
+        var unreadableToken: String?
         do {
             settings = try self.settings(args)
-            if let loaded = settings { token = try loadToken(loaded, logWarnings: false) }
+            if let loaded = settings {
+                // A member of group plings may not read the service's token (plings:plings 0600): a finding
+                // for the api check, not a broken configuration.
+                var lookupConfig = loaded.config
+                lookupConfig.api.url = nil
+                if loaded.config.api.url != nil,
+                    case .unreadable(let path)? = try? TokenSource.resolve(
+                        config: lookupConfig, environment: environment
+                    )
+                    .state
+                {
+                    unreadableToken = path
+                } else {
+                    token = try loadToken(loaded, logWarnings: false)
+                }
+            }
         } catch let CommandFailure.config(message) {
             configError = message
         }
         if let token { logger.addSecret(token) }
         let checks = Doctor.run(
-            settings: settings, configError: configError, token: token, environment: environment,
-            logger: quietLogger())
+            settings: settings, configError: configError, token: token, unreadableToken: unreadableToken,
+            environment: environment, logger: quietLogger())
         if args.json {
             print(JSONValue.array(checks.map { $0.json() }).encoded())
         } else {
@@ -33,15 +49,20 @@ extension CLI {
 
     /// `plings-bridge status [--json]`: the running service's snapshot (sources, last reads, spool, delivery).
     func status(_ args: Arguments) throws -> Int32 {
-        let settings = try self.settings(args)
-        let path = settings.statusPath
+        let settings = try inspectionSettings(args)
+        var path = settings.statusPath
         try requirePermission(path, what: "the service's status file", write: false)
-        // A pid outside 1...Int32.max is a broken file, not a process: kill(0) and kill(-1) would "find" our own
-        // process group or every process.
-        guard let data = FileManager.default.contents(atPath: path), let json = try? JSONParser.parse([UInt8](data)),
-            let pid = json["pid"]?.intValue.flatMap({ Int32(exactly: $0) }), pid > 0,
-            kill(pid, 0) == 0 || errno == EPERM
-        else {
+        var live = LiveStatus.read(path)
+        // Another configuration names another spool, but the installed service may still run: never call a
+        // running service "not running".
+        if live == nil, path != Settings.serviceStatusPath, let service = LiveStatus.read(Settings.serviceStatusPath) {
+            logger.warn(
+                "no service runs with this configuration's spool; showing the installed service",
+                [("status", Settings.serviceStatusPath)])
+            path = Settings.serviceStatusPath
+            live = service
+        }
+        guard let live else {
             if args.json {
                 print(#"{"running":false}"#)
             } else {
@@ -49,6 +70,7 @@ extension CLI {
             }
             return 1
         }
+        let (pid, json) = (live.pid, live.json)
         if args.json {
             print(json.encoded())
             return 0
@@ -61,6 +83,31 @@ extension CLI {
                 "spool: "
                     + ScanState.allCases.map { "\($0.rawValue) \(counts[$0.rawValue]?.intValue ?? 0)" }.joined(
                         separator: ", "))
+        }
+        if let config = json["config"], !config.isNull {
+            var line = "config: \(config["path"]?.stringValue ?? "(built-in defaults)")"
+            line +=
+                " (generation \(config["generation"]?.intValue ?? 0), since \(config["appliedAt"]?.stringValue ?? "?"))"
+            show(line)
+            if let error = config["reloadError"]?.stringValue {
+                show("  last reload refused, running on the previous configuration: \(error)")
+            }
+        }
+        if let location = json["location"], !location.isNull {
+            var line = "location: \(location["source"]?.stringValue ?? "?")"
+            if let gpsd = location["gpsd"]?.stringValue {
+                line +=
+                    " (gpsd \(gpsd) \(location["gpsdConnected"]?.boolValue == true ? "connected" : "not connected"))"
+            }
+            let fix = location["fix"]
+            if let fix, let lat = fix["latitude"]?.doubleValue, let lon = fix["longitude"]?.doubleValue {
+                line += "; fix from \(fix["from"]?.stringValue ?? "?") \(lat),\(lon)"
+                if let accuracy = fix["accuracy"]?.doubleValue { line += " ±\(accuracy) m" }
+                if let age = fix["age"]?.doubleValue { line += ", \(age) s old" }
+            } else {
+                line += "; no fix (scans carry no position)"
+            }
+            show(line)
         }
         if let delivery = json["delivery"] {
             var line = "delivery: \(delivery["state"]?.stringValue ?? "?")"

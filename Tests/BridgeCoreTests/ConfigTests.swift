@@ -53,7 +53,7 @@ struct ConfigTests {
     }
 
     @Test(arguments: [
-        (#"{"nfc":{"debouce":2}}"#, "unknown config key 'nfc.debouce' in test.json"),
+        (#"{"nfc":{"debouce":2}}"#, "unknown config key 'nfc.debouce' in test.json; did you mean 'nfc.debounce'?"),
         (
             #"{"nfc":{"debounce":"2"}}"#,
             "config key 'nfc.debounce' in test.json: expected a number of seconds, got a string"
@@ -76,7 +76,8 @@ struct ConfigTests {
         ),
         (
             #"{"location":{"fixed":{"latitude":91,"longitude":0}}}"#,
-            "config key 'location.fixed' in test.json: 'latitude' must be a number in -90...90"
+            "config key 'location.fixed' in test.json: latitude is 91; it must be a number of degrees in -90...90 "
+                + "(north positive, south negative)"
         ),
         (
             #"{"hid":{"match":[{"vendor":"5e0"}]}}"#,
@@ -86,7 +87,7 @@ struct ConfigTests {
             #"{"hid":{"match":[{"layout":"se"}]}}"#,
             "config key 'hid.match' in test.json[0]: a match needs at least one of vendor, model, serial, path"
         ),
-        (#"{"a":1,"a":2}"#, "unknown config key 'a' in test.json"),
+        (#"{"a":1,"a":2}"#, "unknown config key 'a' in test.json; docs/configuration.md lists every key"),
         (#"{"nfc":{"debounce":1,"debounce":2}}"#, "config key 'nfc.debounce' appears twice in test.json"),
         ("[1]", "config file test.json: the top level must be an object"),
         ("{", "config file test.json: invalid JSON at byte 1: expected a string key"),

@@ -52,7 +52,7 @@ struct HostileInputTests {
         let list = try run(["spool", "list", "--spool", spool], dir)
         let expected =
             created + "  unrecognized  manual:cli  " + #"x\nlevel=error msg="forged"\x1b[31m\x1b]0;title\x07\x9b2J\\"#
-            + "  [not a URL]  id=" + id + "\n"
+            + "  -  [not a URL]  id=" + id + "\n"
         #expect(Array(list.stdout.utf8) == Array(expected.utf8))
     }
 
@@ -64,7 +64,9 @@ struct HostileInputTests {
         try write(#"{"a\u001b]0;pwned\u0007\n": 1}"#, config)
         let doctor = try run(["doctor", "--config", config, "--no-nfc", "--no-hid", "--no-location"], dir)
         let firstLine = try #require(doctor.stdout.split(separator: "\n", omittingEmptySubsequences: false).first)
-        let expected = "[fail] config: unknown config key 'a" + #"\x1b]0;pwned\x07\n"# + "' in \(config)"
+        let expected =
+            "[fail] config: unknown config key 'a" + #"\x1b]0;pwned\x07\n"# + "' in \(config)"
+            + "; docs/configuration.md lists every key"
         #expect(Array(firstLine.utf8) == Array(expected.utf8))
 
         let spool = dir.file("st.sqlite")

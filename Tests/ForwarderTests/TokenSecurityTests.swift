@@ -79,7 +79,9 @@ struct TokenSecurityTests {
         try writeSecret("SECRET-0123456789abcdef\r\nHost: evil.example\n", tokenFile)
         bridge.signal(SIGHUP)
         #expect(
-            eventually(timeout: 10) { bridge.stderrText.contains("reload failed: keeping the running configuration") })
+            eventually(timeout: 10) {
+                bridge.stderrText.contains("reload refused: the service keeps running on the previous configuration")
+            })
         #expect(!bridge.stderrText.contains("SECRET"))
         // A scan spooled by another process (no API of its own) is picked up and sent by the service.
         let scan = try ProcessRunner.run(

@@ -67,7 +67,8 @@ public struct ConfigLoader {
         number("hid.debounce", 0...3600, \.hid.debounce),
         structured("hid.match", .scannerMatches, \.hid.match, scannerMatches),
         flag("location.enabled", \.location.enabled),
-        text("location.gpsd", \.location.gpsd) {
+        // Empty: no gpsd is asked (a gate with a fixed position and no receiver).
+        text("location.gpsd", \.location.gpsd, allowEmpty: true) {
             HostPort.parse($0) == nil ? "expected HOST:PORT, got '\($0.prefix(64))'" : nil
         },
         number("location.maxFixAge", 0.1...86_400, \.location.maxFixAge),
@@ -130,14 +131,17 @@ public struct ConfigLoader {
         }
     }
 
-    /// A non-empty string; `problem` returns why a value is refused, or nil.
+    /// A non-empty string (or empty too, with `allowEmpty`: "none"); `problem` returns why a value is refused.
     static func text(
-        _ path: String, _ field: Field<String>, problem: (@Sendable (String) -> String?)? = nil
+        _ path: String, _ field: Field<String>, allowEmpty: Bool = false,
+        problem: (@Sendable (String) -> String?)? = nil
     ) -> Key {
         Key(path: path, kind: .string) {
             (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
-            guard let s = value.stringValue, !s.isEmpty else { throw fail(origin, "a non-empty string", value) }
-            if let why = problem?(s) { throw ConfigError("\(origin): \(why)") }
+            guard let s = value.stringValue, allowEmpty || !s.isEmpty else {
+                throw fail(origin, "a non-empty string", value)
+            }
+            if !s.isEmpty, let why = problem?(s) { throw ConfigError("\(origin): \(why)") }
             config[keyPath: field] = s
         }
     }
@@ -261,9 +265,53 @@ public struct ConfigLoader {
                 }
                 try walk(child, prefix: path, origin: origin)
             } else {
-                throw ConfigError("unknown config key '\(path)' in \(origin)")
+                throw ConfigError(
+                    "unknown config key '\(path)' in \(origin)"
+                        + (ConfigLoader.suggestion(for: path).map { "; did you mean '\($0)'?" }
+                            ?? "; docs/configuration.md lists every key"))
             }
         }
+    }
+
+    /// The known key or section closest to a mistyped `path` (at most two edits away, same parent), for the
+    /// error's fix: `api.tiemout` -> `api.timeout`.
+    static func suggestion(for path: String) -> String? {
+        let parent = path.split(separator: ".").dropLast().joined(separator: ".")
+        var candidates = Set<String>()
+        for key in schema {
+            // Every key and every section on the way to it (`nfc.feedback` as well as `nfc.feedback.enabled`).
+            let parts = key.path.split(separator: ".")
+            for end in 1...parts.count {
+                let candidate = parts[..<end].joined(separator: ".")
+                if candidate.split(separator: ".").dropLast().joined(separator: ".") == parent {
+                    candidates.insert(candidate)
+                }
+            }
+        }
+        let scored = candidates.map { (candidate: $0, distance: editDistance($0.lowercased(), path.lowercased())) }
+        // At most two edits, and fewer than half the mistyped name: `a` is not a typo of `api`.
+        let typed = path.split(separator: ".").last.map(String.init) ?? path
+        guard let best = scored.min(by: { ($0.distance, $0.candidate) < ($1.distance, $1.candidate) }),
+            best.distance <= 2, best.distance * 2 < typed.count
+        else { return nil }
+        return best.candidate
+    }
+
+    /// Levenshtein distance over characters.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a)
+        let b = Array(b)
+        var row = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var previous = row[0]
+            row[0] = i
+            for j in stride(from: 1, through: b.count, by: 1) {
+                let current = row[j]
+                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                previous = current
+            }
+        }
+        return a.isEmpty ? b.count : row[b.count]
     }
 
     /// Applies `PLINGS_BRIDGE_*` variables; an unknown one is an error that names it.
@@ -368,10 +416,14 @@ public struct ConfigLoader {
             throw ConfigError("\(origin): unknown key '\(key)'")
         }
         guard let lat = value["latitude"]?.doubleValue, abs(lat) <= 90 else {
-            throw ConfigError("\(origin): 'latitude' must be a number in -90...90")
+            throw ConfigError(
+                "\(origin): latitude \(given(value["latitude"])); it must be a number of degrees in -90...90 "
+                    + "(north positive, south negative)")
         }
         guard let lon = value["longitude"]?.doubleValue, abs(lon) <= 180 else {
-            throw ConfigError("\(origin): 'longitude' must be a number in -180...180")
+            throw ConfigError(
+                "\(origin): longitude \(given(value["longitude"])); it must be a number of degrees in -180...180 "
+                    + "(east positive, west negative)")
         }
         var accuracy: Double?
         if let acc = value["accuracy"], !acc.isNull {
@@ -381,6 +433,13 @@ public struct ConfigLoader {
             accuracy = a
         }
         return LocationFix(latitude: lat, longitude: lon, accuracy: accuracy)
+    }
+
+    /// "is 95", "is missing", "is a string": the value an error refers to, in words.
+    static func given(_ value: JSONValue?) -> String {
+        guard let value else { return "is missing" }
+        if value.doubleValue != nil { return "is \(value.encoded())" }
+        return "is \(value.typeName)"
     }
 
     static func scannerMatches(_ value: JSONValue, origin: String) throws(ConfigError) -> [BridgeConfig.HID.Match] {

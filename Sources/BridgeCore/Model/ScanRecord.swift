@@ -39,6 +39,15 @@ public struct ScanRecord: Sendable, Equatable {
         self.response = response
     }
 
+    /// The position the scan carries (its input's `scanMetadata.geoLocation`); nil when it has none.
+    public var position: LocationFix? {
+        guard let text = inputJSON, let input = try? JSONParser.parse(text),
+            let geo = input["scanMetadata"]?["geoLocation"], let lat = geo["latitude"]?.doubleValue,
+            let lon = geo["longitude"]?.doubleValue
+        else { return nil }
+        return LocationFix(latitude: lat, longitude: lon, accuracy: geo["accuracy"]?.doubleValue)
+    }
+
     /// The `spool list --json` object (docs/contracts.md, "Spool record"; field names fixed; absent values null).
     public func json() -> JSONValue {
         func optional(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
