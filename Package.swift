@@ -76,7 +76,8 @@ let package = Package(
         // Test support: process runners and rig launchers (never linked into the product).
         .target(
             name: "BridgeTestSupport", dependencies: ["BridgeCore", "Platform"], path: "Sources/BridgeTestSupport"),
-        .testTarget(name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite"]),
+        .testTarget(
+            name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite", "Platform"]),
         .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport", "CGPSShim"]),
         .testTarget(
             name: "NFCTests",

@@ -61,6 +61,20 @@ final class SQLiteConnection: @unchecked Sendable {
         _ = sqlite3_file_control(handle, "main", SQLITE_FCNTL_PERSIST_WAL, &on)
     }
 
+    /// Waits up to `Spool.busyTimeoutMilliseconds` for another connection's lock, retrying every millisecond. SQLite's own
+    /// `busy_timeout` retries on a growing schedule (1, 2, 5 ... 100 ms apart), so a writer that frees the lock only
+    /// briefly between batches (a purge in another process) can keep a waiting commit out for a second; retried
+    /// each millisecond, the commit gets in at the first gap. Only while blocked: no cost otherwise.
+    func waitWhileBusy() {
+        sqlite3_busy_handler(
+            handle,
+            { _, count in
+                guard count < Int32(Spool.busyTimeoutMilliseconds) else { return 0 }
+                usleep(1000)
+                return 1
+            }, nil)
+    }
+
     /// Truncates this database's WAL to zero bytes when it has grown past `limit` (a big transaction: a purge, a
     /// migration, a reader that held a snapshot through a burst). A persisted WAL keeps its high-water size, and
     /// every process that opens the database after the last one closed re-reads and re-checkpoints all of it;

@@ -51,16 +51,23 @@ public final class Spool: Sendable {
     /// the fsyncs per delivered scan. Accepting a scan and operator actions stay on the FULL connection.
     private let bookkeeping: Mutex<SQLiteConnection>
 
-    /// How long a connection waits for another process's write lock before failing with "busy".
+    /// How long a connection waits for another process's write lock before failing with "busy" (retrying each
+    /// millisecond: `SQLiteConnection.waitWhileBusy`).
     public static let busyTimeoutMilliseconds = 5000
 
     /// A WAL larger than this after a checkpoint is truncated (`SQLiteConnection.truncateWAL`). SQLite checkpoints
     /// at 1000 pages (4 MiB), so a WAL of normal use stays under it and keeps its blocks allocated.
     public static let walTrimBytes = 16 << 20
 
-    /// Rows one purge transaction deletes at most: a concurrent commit waits for one batch, never for the whole
-    /// purge (one DELETE of 666,000 rows held the write lock ~5 s; docs/benchmarks.md has the stall per batch).
-    public static let purgeBatch = 1000
+    /// Rows one purge transaction deletes at most (~8 ms here): a concurrent commit waits for one batch, never for
+    /// the whole purge (one DELETE of 666,000 rows held the write lock ~5 s; docs/benchmarks.md has the stall).
+    public static let purgeBatch = 500
+
+    /// The pause between two purge batches, with the write lock released. Another process waiting for the lock
+    /// retries only on SQLite's busy-handler schedule (1, 2, 5, 10, 15, 20... ms): a purger that took the lock again
+    /// at once kept a concurrent commit out for 2 s. In this process, the pipeline's commit thread gets the
+    /// connection's mutex in that pause too.
+    public static let purgePause = 0.01
 
     /// The migration this open ran, if any: schema versions and seconds (the service and the CLI log it).
     public let migration: (from: Int, to: Int, seconds: Double)?
@@ -74,7 +81,7 @@ public final class Spool: Sendable {
         let db: SQLiteConnection
         do {
             db = try SQLiteConnection(path: path)
-            try db.execute("PRAGMA busy_timeout = \(Spool.busyTimeoutMilliseconds)")
+            db.waitWhileBusy()
             // WAL lets `spool list` read while `run` writes; it must be set before any transaction.
             try Spool.enableWAL(db)
             db.keepWALAllocated()
@@ -101,7 +108,7 @@ public final class Spool: Sendable {
         connection = Mutex(db)
         do {
             let second = try SQLiteConnection(path: path)
-            try second.execute("PRAGMA busy_timeout = \(Spool.busyTimeoutMilliseconds)")
+            second.waitWhileBusy()
             try second.execute("PRAGMA synchronous = \(synchronous == .off ? "OFF" : "NORMAL")")
             second.keepWALAllocated()
             bookkeeping = Mutex(second)
@@ -121,7 +128,7 @@ public final class Spool: Sendable {
         self.migration = nil
         do {
             let db = try SQLiteConnection(path: path, readOnly: true)
-            try db.execute("PRAGMA busy_timeout = \(Spool.busyTimeoutMilliseconds)")
+            db.waitWhileBusy()
             // A file that is not a spool (another program's SQLite file, an empty file) is refused before any
             // query could depend on our tables.
             let version = try db.scalarInt("PRAGMA user_version") ?? 0
@@ -465,6 +472,7 @@ public final class Spool: Sendable {
             after = window.end
             total += window.deleted
             progress?(total)
+            usleep(UInt32(Spool.purgePause * 1_000_000))
         }
         _ = connection.withLock { $0.truncateWAL(ifLargerThan: Spool.walTrimBytes) }
         return total

@@ -76,8 +76,8 @@ struct ConfigTests {
         ),
         (
             #"{"location":{"fixed":{"latitude":91,"longitude":0}}}"#,
-            "config key 'location.fixed' in test.json: latitude is 91; it must be a number of degrees in -90...90 "
-                + "(north positive, south negative)"
+            "config key 'location.fixed' in test.json: location.fixed.latitude is 91; it must be a number of degrees in "
+                + "-90...90 (north positive, south negative)"
         ),
         (
             #"{"hid":{"match":[{"vendor":"5e0"}]}}"#,

@@ -72,12 +72,12 @@ struct DayTwoTests {
         let after = notify.receive(timeout: 10) ?? ""
         #expect(after.hasPrefix("READY=1"), "\(after)")
         #expect(after.contains("reload refused, running on the previous configuration"), "\(after)")
-        #expect(after.contains("latitude is 95"), "\(after)")
+        #expect(after.contains("location.fixed.latitude is 95"), "\(after)")
         let status = try #require(try statusJSON(config, env))
         #expect(status["pid"]?.intValue == pid)
         #expect(status["config"]?["generation"]?.intValue == 2)
         #expect(status["config"]?["lastReload"] == .string("refused"))
-        expectPlain(status["config"]?["reloadError"]?.stringValue ?? "", naming: "latitude is 95")
+        expectPlain(status["config"]?["reloadError"]?.stringValue ?? "", naming: "location.fixed.latitude is 95")
         // ...and still on the old position.
         #expect(status["location"]?["fix"]?["latitude"]?.doubleValue == 59.3293)
         let human = try ProcessRunner.run(binary, ["status", "--config", config], environment: env)

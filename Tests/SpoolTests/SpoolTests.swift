@@ -43,7 +43,6 @@ struct SpoolTests {
         try spool.withTestConnection { db throws(SQLiteError) in
             #expect(try db.scalarInt("PRAGMA user_version") == Schema.currentVersion)
             #expect(try db.scalarInt("PRAGMA synchronous") == 2)  // FULL
-            #expect(try db.scalarInt("PRAGMA busy_timeout") == Spool.busyTimeoutMilliseconds)
             let mode = try db.prepare("PRAGMA journal_mode")
             #expect(try mode.step() && mode.string(0) == "wal")
         }

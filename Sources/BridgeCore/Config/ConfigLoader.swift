@@ -417,13 +417,13 @@ public struct ConfigLoader {
         }
         guard let lat = value["latitude"]?.doubleValue, abs(lat) <= 90 else {
             throw ConfigError(
-                "\(origin): latitude \(given(value["latitude"])); it must be a number of degrees in -90...90 "
-                    + "(north positive, south negative)")
+                "\(origin): location.fixed.latitude \(given(value["latitude"])); it must be a number of degrees in "
+                    + "-90...90 (north positive, south negative)")
         }
         guard let lon = value["longitude"]?.doubleValue, abs(lon) <= 180 else {
             throw ConfigError(
-                "\(origin): longitude \(given(value["longitude"])); it must be a number of degrees in -180...180 "
-                    + "(east positive, west negative)")
+                "\(origin): location.fixed.longitude \(given(value["longitude"])); it must be a number of degrees "
+                    + "in -180...180 (east positive, west negative)")
         }
         var accuracy: Double?
         if let acc = value["accuracy"], !acc.isNull {
