@@ -61,14 +61,21 @@ enum Schema {
         """,
         // 4: counts per state kept by triggers, so `spool stats`, `status` and the metrics read a handful of rows
         // instead of counting a year of scans (a COUNT(*) walks every index entry: ~0.1 s at 1,000,000). The
-        // triggers run in the transaction that changes the scan, so the counts are exact whoever writes. And the
-        // delivery attempts recorded by any process (`run`'s forwarder and `scan`'s one attempt), with those that
-        // left the scan pending (a failure to retry), for the metrics; counted from this migration on.
+        // triggers run in the transaction that changes the scan, so the counts are exact whoever writes. The
+        // commit of a pending scan, the hot path, writes no extra page: the pending count is the scans ever
+        // inserted (`sqlite_sequence`, which AUTOINCREMENT updates anyway) plus the `pending` row here, which
+        // every other insert, change of state and delete adjusts (`Spool.stats`). A sink's delivered and refused
+        // counts change where its queue rows change (never on a commit); its pending count is its partial index.
+        // And the delivery attempts recorded by any process (`run`'s forwarder and `scan`'s one attempt), with
+        // those that left the scan pending (a failure to retry), for the metrics; counted from here on.
         """
         CREATE TABLE scan_counts (state TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID;
-        INSERT INTO scan_counts (state, n) SELECT state, COUNT(*) FROM scans GROUP BY state;
-        CREATE TRIGGER scans_count_insert AFTER INSERT ON scans BEGIN
+        INSERT INTO scan_counts (state, n) SELECT state, COUNT(*) FROM scans WHERE state != 'pending' GROUP BY state;
+        INSERT INTO scan_counts (state, n) VALUES ('pending', (SELECT COUNT(*) FROM scans WHERE state = 'pending')
+            - coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'scans'), 0));
+        CREATE TRIGGER scans_count_insert AFTER INSERT ON scans WHEN NEW.state != 'pending' BEGIN
             INSERT INTO scan_counts (state, n) VALUES (NEW.state, 1) ON CONFLICT (state) DO UPDATE SET n = n + 1;
+            UPDATE scan_counts SET n = n - 1 WHERE state = 'pending';
         END;
         CREATE TRIGGER scans_count_delete AFTER DELETE ON scans BEGIN
             UPDATE scan_counts SET n = n - 1 WHERE state = OLD.state;
@@ -85,18 +92,15 @@ enum Schema {
         END;
         CREATE TABLE sink_counts (sink TEXT NOT NULL, state TEXT NOT NULL, n INTEGER NOT NULL,
             PRIMARY KEY (sink, state)) WITHOUT ROWID;
-        INSERT INTO sink_counts (sink, state, n) SELECT sink, state, COUNT(*) FROM sink_queue GROUP BY sink, state;
-        CREATE TRIGGER sink_queue_count_insert AFTER INSERT ON sink_queue BEGIN
-            INSERT INTO sink_counts (sink, state, n) VALUES (NEW.sink, NEW.state, 1)
-                ON CONFLICT (sink, state) DO UPDATE SET n = n + 1;
-        END;
-        CREATE TRIGGER sink_queue_count_delete AFTER DELETE ON sink_queue BEGIN
+        INSERT INTO sink_counts (sink, state, n)
+            SELECT sink, state, COUNT(*) FROM sink_queue WHERE state != 'pending' GROUP BY sink, state;
+        CREATE TRIGGER sink_queue_count_delete AFTER DELETE ON sink_queue WHEN OLD.state != 'pending' BEGIN
             UPDATE sink_counts SET n = n - 1 WHERE sink = OLD.sink AND state = OLD.state;
         END;
         CREATE TRIGGER sink_queue_count_state AFTER UPDATE OF state ON sink_queue
             WHEN OLD.state IS NOT NEW.state BEGIN
             UPDATE sink_counts SET n = n - 1 WHERE sink = OLD.sink AND state = OLD.state;
-            INSERT INTO sink_counts (sink, state, n) VALUES (NEW.sink, NEW.state, 1)
+            INSERT INTO sink_counts (sink, state, n) SELECT NEW.sink, NEW.state, 1 WHERE NEW.state != 'pending'
                 ON CONFLICT (sink, state) DO UPDATE SET n = n + 1;
         END;
         """,

@@ -122,7 +122,7 @@ extension Spool {
             let s = try db.prepare(
                 """
                 SELECT k.name, k.enabled, k.last_error,
-                    (SELECT coalesce(sum(n), 0) FROM sink_counts AS c WHERE c.sink = k.name AND c.state = 'pending'),
+                    (SELECT COUNT(*) FROM sink_queue AS q WHERE q.sink = k.name AND q.state = 'pending'),
                     (SELECT coalesce(sum(n), 0) FROM sink_counts AS c WHERE c.sink = k.name AND c.state = 'delivered'),
                     (SELECT MIN(scans.created_at) FROM sink_queue AS q JOIN scans ON scans.seq = q.seq
                         WHERE q.sink = k.name AND q.state = 'pending')
