@@ -9,6 +9,12 @@ public enum LocationDoctor {
     /// keeps them out of `doctor`'s output).
     public static func check(config location: BridgeConfig.Location, logger: Logger) -> DoctorCheck {
         guard location.enabled else { return DoctorCheck("gpsd", .skip, "location disabled: scans carry no position") }
+        guard !location.gpsd.trimmingCharacters(in: .whitespaces).isEmpty else {
+            let position = location.fixed.map { "the fixed position \($0.latitude),\($0.longitude) is used" }
+            return DoctorCheck(
+                "gpsd", .skip, "no gpsd configured (location.gpsd is empty); " + (position ?? "scans carry no position")
+            )
+        }
         let client = GPSClient(config: location, logger: logger)
         client.start()
         defer { client.stop() }

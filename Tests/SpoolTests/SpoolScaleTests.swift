@@ -11,14 +11,8 @@ import Testing
 /// grown by a big transaction does not stay big. Expected counts come from SQLite's own COUNT(*) over the rows.
 @Suite(.serialized)
 struct SpoolScaleTests {
-    let builder = ScanBuilder(parser: PlingsURLParser())
-
-    func scan(_ url: String, at seconds: Double = 0) -> NewScan {
-        builder.build(
-            Read(
-                sourceKind: .manual, device: "t", raw: url, time: Date(timeIntervalSince1970: 1_781_424_000 + seconds)),
-            fix: nil)
-    }
+    /// A scan read at a fixed time (the helper of `SpoolTests`).
+    func scan(_ url: String, at seconds: Double = 0) -> NewScan { SpoolTests().scan(url, at: seconds) }
 
     /// The counts SQLite finds by counting every row, the authority the trigger-kept counts must equal.
     func counted(_ spool: Spool) throws -> [ScanState: Int] {
