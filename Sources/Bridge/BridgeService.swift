@@ -189,14 +189,7 @@ public final class BridgeService: Sendable {
         logger.info(
             "plings-bridge starting",
             [("version", BridgeVersion.current), ("config", settings.configPath ?? "(built-in defaults)")])
-        if let step = spool.migration, step.from > 0 {
-            logger.info(
-                "spool migrated",
-                [
-                    ("from", String(step.from)), ("to", String(step.to)),
-                    ("seconds", String(format: "%.2f", step.seconds)),
-                ])
-        }
+        if let fields = spool.migrationLogFields { logger.info("spool migrated", fields) }
         let counts = (try? spool.stats())?.counts ?? [:]
         logger.info(
             "spool open",

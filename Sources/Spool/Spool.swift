@@ -63,14 +63,23 @@ public final class Spool: Sendable {
     /// the whole purge (one DELETE of 666,000 rows held the write lock ~5 s; docs/benchmarks.md has the stall).
     public static let purgeBatch = 500
 
-    /// The pause between two purge batches, with the write lock released. Another process waiting for the lock
-    /// retries only on SQLite's busy-handler schedule (1, 2, 5, 10, 15, 20... ms): a purger that took the lock again
-    /// at once kept a concurrent commit out for 2 s. In this process, the pipeline's commit thread gets the
-    /// connection's mutex in that pause too.
+    /// The pause between two purge batches, with the write lock released: a purger that took the lock again at
+    /// once kept a concurrent commit out for 2 s. Another process's commit, retrying each millisecond
+    /// (`SQLiteConnection.waitWhileBusy`), gets the lock in that pause; in this process, the pipeline's commit
+    /// thread gets the connection's mutex.
     public static let purgePause = 0.01
 
     /// The migration this open ran, if any: schema versions and seconds (the service and the CLI log it).
     public let migration: (from: Int, to: Int, seconds: Double)?
+
+    /// The fields of the one log line about a migration of an existing spool (`spool migrated`); nil when this
+    /// open migrated nothing or created the spool.
+    public var migrationLogFields: [(String, String)]? {
+        guard let step = migration, step.from > 0 else { return nil }
+        return [
+            ("from", String(step.from)), ("to", String(step.to)), ("seconds", String(format: "%.2f", step.seconds)),
+        ]
+    }
 
     /// Opens (creating when missing) and migrates the spool at `path`.
     public init(path: String, synchronous: BridgeConfig.Synchronous = .full) throws(SpoolError) {

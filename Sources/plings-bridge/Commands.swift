@@ -206,14 +206,7 @@ struct CLI {
             throw CommandFailure.runtime("cannot open the spool at \(path): \(error.description)")
         }
         if !existed { handOverToDirectoryOwner(path) }
-        if let step = spool.migration, step.from > 0 {
-            logger.info(
-                "spool migrated",
-                [
-                    ("from", String(step.from)), ("to", String(step.to)),
-                    ("seconds", ProgressLine.seconds(step.seconds)),
-                ])
-        }
+        if let fields = spool.migrationLogFields { logger.info("spool migrated", fields) }
         return spool
     }
 
