@@ -40,6 +40,8 @@ let package = Package(
         .target(name: "BridgeCore"),
         // logfmt lines on stderr, shared by the I/O modules.
         .target(name: "Logging", dependencies: ["BridgeCore", "Platform"]),
+        // The contracts every read source (and, later, every sink) implements, and what they share.
+        .target(name: "Plugins", dependencies: ["BridgeCore", "Logging", "Platform"]),
         // The durable SQLite spool.
         .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite", "Platform"]),
         // Delivery to the API: HTTP client, delivery loop, backoff.
@@ -50,20 +52,21 @@ let package = Package(
         .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim", "Platform"]),
         // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
         .target(
-            name: "HID", dependencies: ["BridgeCore", "Logging", "CUDev", "CEvdevShim", "CXKBCommon", "Platform"]),
+            name: "HID",
+            dependencies: ["BridgeCore", "Logging", "CUDev", "CEvdevShim", "CXKBCommon", "Platform", "Plugins"]),
         // PC/SC: context lifecycle, reader monitor, tag reading through pcscd.
-        .target(name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite", "Platform"]),
+        .target(name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite", "Platform", "Plugins"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
         .target(
             name: "Bridge",
             dependencies: [
                 "BridgeCore", "Logging", "Spool", "Forwarder", "MQTT", "Location", "HID", "NFC", "CSysShim",
-                "Platform",
+                "Platform", "Plugins",
             ]),
         // The CLI: thin.
         .executableTarget(
             name: "plings-bridge",
-            dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform"]),
+            dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform", "Plugins"]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
             name: "plings-bench",

@@ -5,6 +5,7 @@ import Location
 import Logging
 import MQTT
 import Platform
+import Plugins
 import Spool
 
 /// `plings-bridge run`: wires sources -> pipeline -> spool -> forwarder and lives until SIGTERM/SIGINT.
@@ -58,13 +59,13 @@ public final class BridgeService: Sendable {
         let mqtt = MQTTSinkSlot(spool: spool, config: config, logger: logger)
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
-            fixProvider: location, debounce: BridgeService.debounceWindows(config), logger: logger,
+            fixProvider: location, debounce: SourceSet.debounceWindows(config), logger: logger,
             onCommitted: { _ in
                 delivery.wake()
                 mqtt.wake()
                 statusWake.withLock { $0 }?()
             }, timeSource: { location.readTime(now: $0) })
-        let sources = SourceSet(config: config, logger: logger, submit: { pipeline.submit($0) }, pipeline: pipeline)
+        let sources = SourceSet(config: config, logger: logger, commit: { pipeline.commit($0, then: $1) })
         let reporterSources = sources.reporterSources
         let current = self.current
         let configuration = self.configuration
@@ -89,10 +90,12 @@ public final class BridgeService: Sendable {
                 if pipeline.isResponsive(within: interval / 4) { systemd.notify("WATCHDOG=1") }
             }
         }
-        // The MQTT sink starts before the pipeline, so every read from now on is queued for the broker too.
-        let services: [(any Service)?] = [location, delivery, mqtt, pipeline, sources, retention, reporter]
-        let group = ServiceGroup(services.compactMap { $0 })
-        group.start()
+        // Layers, started first to last and stopped last to first; the parts of one layer stop together. The
+        // sinks start before the pipeline, so every read from now on is queued for the broker too; the sources
+        // stop before the pipeline, which then commits what it holds before the sinks stop.
+        let group = ServiceGroup(layers: [[location], [delivery, mqtt], [pipeline], [sources, retention, reporter]])
+        // Starting blocks (a source waits for its devices): on a thread of its own, never the cooperative pool.
+        await OwnThread.run(name: "start") { group.start() }
 
         logSummary(spool: spool, sources: sources)
         systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
@@ -105,8 +108,10 @@ public final class BridgeService: Sendable {
                 // systemd shows "reloading" until READY=1; `plings-bridge reload` (ExecReload=) waits for the
                 // status file's new generation, written before READY=1.
                 systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(UInt64(MonotonicClock.now() * 1_000_000))")
-                reload(delivery: delivery, pipeline: pipeline, sources: sources, mqtt: mqtt, location: location)
-                reporter.refresh()
+                await OwnThread.run(name: "reload") { [self] in
+                    reload(delivery: delivery, pipeline: pipeline, sources: sources, mqtt: mqtt, location: location)
+                    reporter.refresh()
+                }
                 systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
                 continue
             }
@@ -115,8 +120,10 @@ public final class BridgeService: Sendable {
         }
         systemd.notify("STOPPING=1")
         let deadline = MonotonicClock.deadline(after: BridgeService.stopBudget)
-        watchdog?.stop(deadline: deadline)
-        let late = group.stop(deadline: deadline)
+        let late = await OwnThread.run(name: "stop") { () -> [String] in
+            watchdog?.stop(deadline: deadline)
+            return group.stop(deadline: deadline)
+        }
         if !late.isEmpty {
             logger.warn("stop deadline passed; exiting anyway", [("late", late.joined(separator: ","))])
         }
@@ -138,7 +145,7 @@ public final class BridgeService: Sendable {
             }
             pipeline.update(
                 builder: ScanBuilder(parser: PlingsURLParser(hosts: fresh.config.hosts)),
-                debounce: BridgeService.debounceWindows(fresh.config))
+                debounce: SourceSet.debounceWindows(fresh.config))
             delivery.apply(fresh.apiSettings(token: freshToken))
             sources.apply(fresh.config)
             mqtt.apply(fresh.config)
@@ -216,9 +223,5 @@ public final class BridgeService: Sendable {
             text += ", else the fixed position \(fixed.latitude),\(fixed.longitude)"
         }
         return text
-    }
-
-    public static func debounceWindows(_ config: BridgeConfig) -> [SourceKind: Double] {
-        [.nfc: config.nfc.debounce, .hid: config.hid.debounce, .manual: 0]
     }
 }

@@ -37,8 +37,7 @@ public enum Doctor {
         checks.append(mqttCheck(settings))
         checks.append(contentsOf: tokenChecks(settings, environment: environment))
         let config = settings.config
-        checks.append(contentsOf: NFCDoctor.checks(config: config.nfc))
-        checks.append(HIDDoctor.check(config: config.hid))
+        for source in SourceRegistry.modules { checks.append(contentsOf: source.doctor(config, logger)) }
         checks.append(LocationDoctor.check(config: config.location, logger: logger))
         checks.append(udevRulesCheck())
         checks.append(polkitCheck())

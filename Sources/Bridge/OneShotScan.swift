@@ -2,6 +2,7 @@ import BridgeCore
 import Foundation
 import Location
 import Logging
+import Platform
 import Spool
 
 /// `plings-bridge scan`: one read through the service's own parts: location, input, pipeline into the spool,
@@ -41,12 +42,7 @@ public struct OneShotScan: Sendable {
         gps?.start()
         if let gps {
             // The wait blocks a thread: keep it off the cooperative pool.
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                Thread {
-                    _ = gps.waitForLiveFix(timeout: 1)
-                    continuation.resume()
-                }.start()
-            }
+            _ = await OwnThread.run(name: "gps-wait") { gps.waitForLiveFix(timeout: 1) }
         }
         let now = Date()
         let read = Read(sourceKind: kind, device: device, raw: raw, time: gps?.readTime(now: now) ?? now)

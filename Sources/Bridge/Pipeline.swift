@@ -142,6 +142,17 @@ public final class Pipeline: Service {
         if !accepted { completion?(.refused("the service is stopping")) }
     }
 
+    /// Hands a read on and reports its commit as a source's good-read feedback needs it (`SourceContext`).
+    public func commit(_ read: Read, then done: @escaping @Sendable (CommitResult) -> Void) {
+        submit(read) { outcome in
+            switch outcome {
+            case .accepted(let scan): done(.committed(pending: scan.state == .pending))
+            case .debounced: done(.duplicate)
+            case .refused: done(.refused)
+            }
+        }
+    }
+
     /// True unless the commit thread has been inside one commit for longer than `timeout` seconds (for the
     /// systemd watchdog: a thread stuck in a commit must stop the pings). Answers at once, without waiting.
     public func isResponsive(within timeout: Double) -> Bool {

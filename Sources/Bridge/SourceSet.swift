@@ -1,118 +1,114 @@
 import BridgeCore
 import Foundation
-import HID
 import Logging
-import NFC
 import Platform
+import Plugins
 
-/// The running input sources (NFC readers, HID scanners), rebuilt as a whole on SIGHUP so a source
-/// enabled, disabled or reconfigured in the file takes effect without a restart.
+/// The running read sources, one per registered kind the configuration enables (`SourceRegistry`). A reload
+/// replaces exactly the sources whose settings changed, so one enabled, disabled or reconfigured in the file takes
+/// effect without a restart.
 ///
-/// Reads already handed to the pipeline are not affected by a rebuild: the pipeline outlives the sources.
+/// Reads already handed to the pipeline are not affected by a rebuild: the pipeline outlives the sources. Sources
+/// are independent of each other, so they start and stop together, each on a thread of its own, all by one
+/// deadline.
 public final class SourceSet: Service {
     private struct Running: Sendable {
-        var hid: HIDSource?
-        var nfc: NFCSource?
+        var sources: [SourceKind: any ReadSource] = [:]
         var config: BridgeConfig?
     }
 
     public let name = "sources"
+    private let modules: [ReadSourceModule]
     private let running = Mutex(Running())
     private let initial: BridgeConfig
     private let logger: Logger
-    private let submit: @Sendable (Read) -> Void
-    private let pipeline: Pipeline?
+    private let commit: @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
 
-    /// Nothing starts before `start()`, which starts what `config` enables. `pipeline`: when given, NFC reads
-    /// go to it directly so the reader's feedback can wait for the commit.
+    /// Nothing starts before `start()`, which starts what `config` enables. `commit` hands a read on and reports
+    /// its commit (the pipeline's `commit(_:then:)`), so a source's feedback can wait for it.
     public init(
-        config: BridgeConfig, logger: Logger, submit: @escaping @Sendable (Read) -> Void, pipeline: Pipeline? = nil
+        config: BridgeConfig, logger: Logger, modules: [ReadSourceModule] = SourceRegistry.modules,
+        commit: @escaping @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
     ) {
         self.initial = config
         self.logger = logger
-        self.submit = submit
-        self.pipeline = pipeline
+        self.modules = modules
+        self.commit = commit
     }
 
     public func start() { apply(initial) }
 
-    public func stop(deadline: Double) { stop() }
+    /// Stops every source together, by `deadline`.
+    public func stop(deadline: Double) {
+        let current = running.withLock { $0.sources.values }
+        OwnThread.together(name: "source-stop", current.map { source in { source.stop(deadline: deadline) } })
+    }
+
+    /// How long a source being replaced by a reload may take to stop (NFC's feedback waits for an LED sequence).
+    static let replaceBudget: Double = 2.5
 
     /// Starts the sources `config` enables, stopping those it no longer does (or whose settings changed).
+    /// Blocking (a source's start waits for its devices): call it from a thread of its own.
     public func apply(_ config: BridgeConfig) {
         let previous = running.withLock { $0 }
-        var next = Running(hid: previous.hid, nfc: previous.nfc, config: config)
-        if previous.config?.hid != config.hid || previous.hid == nil {
-            previous.hid?.stop()
-            next.hid = nil
-            if config.hid.enabled {
-                let hid = HIDSource(config: config.hid, logger: logger, submit: submit)
-                hid.start()
-                next.hid = hid
+        var next = Running(sources: previous.sources, config: config)
+        var retiring: [any ReadSource] = []
+        var starting: [any ReadSource] = []
+        let context = SourceContext(config: config, logger: logger, commit: commit)
+        for module in modules {
+            let old = previous.sources[module.kind]
+            let changed = previous.config.map { module.settingsChanged($0, config) } ?? true
+            guard changed || old == nil else { continue }
+            if let old { retiring.append(old) }
+            next.sources[module.kind] = nil
+            if module.isEnabled(config) {
+                let source = module.make(context)
+                starting.append(source)
+                next.sources[module.kind] = source
             }
         }
-        if previous.config?.nfc != config.nfc || previous.config?.hosts != config.hosts || previous.nfc == nil {
-            previous.nfc?.stop()
-            next.nfc = nil
-            if config.nfc.enabled {
-                let nfc = NFCSource(
-                    config: config.nfc, hosts: config.hosts, logger: logger, submit: submit,
-                    commit: pipeline.map(SourceSet.committer))
-                nfc.start()
-                next.nfc = nfc
-            }
-        }
+        let deadline = MonotonicClock.deadline(after: SourceSet.replaceBudget)
+        OwnThread.together(name: "source-stop", retiring.map { source in { source.stop(deadline: deadline) } })
+        OwnThread.together(name: "source-start", starting.map { source in { source.start() } })
         running.withLock { $0 = next }
     }
 
-    /// Submits to the pipeline and reports the commit in the NFC source's terms.
-    public static func committer(_ pipeline: Pipeline)
-        -> @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
-    {
-        { read, done in
-            pipeline.submit(read) { outcome in
-                switch outcome {
-                case .accepted(let scan): done(.committed(pending: scan.state == .pending))
-                case .debounced: done(.duplicate)
-                case .refused: done(.refused)
-                }
-            }
+    /// Each registered kind's state, for the start-up summary and `status`.
+    public var states: [(kind: SourceKind, state: SourceState)] {
+        let current = running.withLock { $0 }
+        let config = current.config ?? initial
+        return modules.map { module in
+            let state =
+                current.sources[module.kind]?.state
+                ?? SourceState(module.isEnabled(config) ? "starting" : "disabled", up: false)
+            return (module.kind, state)
         }
-    }
-
-    /// The NFC source's feedback counters, nil while NFC is off.
-    public var nfcFeedback: NFCFeedbackCounters? { running.withLock { $0.nfc }?.feedbackCounters }
-
-    public func stop() {
-        let current = running.withLock { $0 }
-        current.hid?.stop()
-        current.nfc?.stop()
-    }
-
-    /// Each source kind's state, for the start-up summary and `status`.
-    public var states: [(kind: String, state: SourceState)] {
-        let current = running.withLock { $0 }
-        let config = current.config ?? BridgeConfig()
-        return [
-            ("nfc", current.nfc?.state ?? SourceState(config.nfc.enabled ? "starting" : "disabled", up: false)),
-            ("hid", current.hid?.state ?? SourceState(config.hid.enabled ? "starting" : "disabled", up: false)),
-        ]
     }
 
     /// One line per source kind.
-    public var summaries: [(kind: String, state: String)] { states.map { ($0.kind, $0.state.summary) } }
+    public var summaries: [(kind: String, state: String)] { states.map { ($0.kind.rawValue, $0.state.summary) } }
+
+    /// The running source of `kind`, nil while it is off.
+    public func source(_ kind: SourceKind) -> (any ReadSource)? { running.withLock { $0.sources[kind] } }
 
     /// Status reporter entries: a source is "up" when it has at least one working device.
     public var reporterSources: [StatusReporter.Source] {
-        ["nfc", "hid"].map { kind in
-            StatusReporter.Source(
-                kind: kind,
+        modules.map { module in
+            let kind = module.kind
+            return StatusReporter.Source(
+                kind: kind.rawValue,
                 state: { [self] in states.first { $0.kind == kind }?.state.summary ?? "" },
                 up: { [self] in states.first { $0.kind == kind }?.state.isUp ?? false },
-                details: { [self] in
-                    guard kind == "nfc", let counters = nfcFeedback else { return [] }
-                    return [("feedback", counters.json)]
-                })
+                details: { [self] in source(kind)?.statusDetails ?? [] })
         }
+    }
+
+    /// The debounce window of every registered kind (`manual` reads are never debounced).
+    public static func debounceWindows(_ config: BridgeConfig, modules: [ReadSourceModule] = SourceRegistry.modules)
+        -> [SourceKind: Double]
+    {
+        var windows: [SourceKind: Double] = [.manual: 0]
+        for module in modules { windows[module.kind] = module.debounce(config) }
+        return windows
     }
 }

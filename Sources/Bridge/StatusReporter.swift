@@ -280,7 +280,7 @@ public final class StatusReporter: Service {
         // first read makes rate() and alerts blind to the first minutes.
         let reads = pipeline.currentTally.reads
         var keys = Set(reads.keys)
-        for source in [SourceKind.nfc, .hid] where sources.contains(where: { $0.kind == source.rawValue }) {
+        for source in sources.map({ SourceKind($0.kind) }) {
             for outcome in Pipeline.Tally.Outcome.allCases {
                 keys.insert(Pipeline.Tally.Key(source: source, outcome: outcome))
             }

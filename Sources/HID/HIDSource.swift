@@ -2,6 +2,7 @@ import BridgeCore
 import Foundation
 import Logging
 import Platform
+import Plugins
 
 /// The USB HID scanner source: finds scanners through udev, follows hot-plug, grabs each one, decodes its
 /// keystrokes and submits every completed line as a `Read` (`source.kind = hid`, device = stable name).
@@ -11,15 +12,16 @@ import Platform
 /// and a wake pipe; see there), which finds scanners with `ScannerDiscovery` and decodes them with
 /// `ScannerReader`. Each scanner has its own decoder, so two scanners typing at once never interleave.
 /// Debouncing is the pipeline's job.
-public final class HIDSource: Sendable {
+public final class HIDSource: ReadSource {
+    public let kind = SourceKind.hid
     private let config: BridgeConfig.HID
     private let logger: Logger
     private let submit: @Sendable (Read) -> Void
     /// False only in tests and `plings-bench hid`, which feed pipes through `attach(fd:...)` without udev.
     private let useUdev: Bool
     private let control = ReaderControl()
-    private let ready = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
+    /// The reader thread's progress: scanners present at start attached, loop ended.
+    private let progress = Monitor((ready: false, finished: false))
 
     /// A source that finds scanners through udev; with `udev: false` scanners come only from
     /// `attach(fd:name:layout:)` (unit tests and `plings-bench hid` feed pipes carrying raw `input_event`
@@ -43,21 +45,28 @@ public final class HIDSource: Sendable {
         guard control.markStarted() else { return }
         let thread = Thread { [self] in
             let loop = ReaderLoop(control: control, config: config, logger: logger, useUdev: useUdev, submit: submit)
-            loop.run { ready.signal() }
-            finished.signal()
+            loop.run { progress.update { $0.ready = true } }
+            progress.update {
+                $0.ready = true
+                $0.finished = true
+            }
         }
         thread.name = "hid-reader"
         thread.start()
-        _ = ready.wait(timeout: .now() + 2)
+        progress.wait(until: MonotonicClock.deadline(after: 2)) { $0.ready }
     }
 
-    /// Stops the reader thread, releasing every grab and closing every node; returns within 1 s.
-    public func stop() {
+    /// Stops the reader thread, releasing every grab and closing every node; returns by `deadline` (the thread
+    /// ends within tens of milliseconds: its poll() wakes on a pipe).
+    public func stop(deadline: Double) {
         guard control.requestStop() else { return }
-        if finished.wait(timeout: .now() + 0.9) == .timedOut {
-            logger.warn("hid reader did not stop within 1 s")
+        if !progress.wait(until: deadline, for: { $0.finished }) {
+            logger.warn("hid reader did not stop in time")
         }
     }
+
+    /// Stops the reader thread within 1 s.
+    public func stop() { stop(deadline: MonotonicClock.deadline(after: 0.9)) }
 
     /// One line for the startup log and status: which scanners are read, or that none is there yet.
     public var summary: String { state.summary }

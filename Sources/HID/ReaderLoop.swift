@@ -140,7 +140,7 @@ final class ReaderLoop {
             } catch {
                 logger.error("poll failed", [("error", error.description)])
                 // Never spin on a persistent poll error (ENOMEM): pause, then rebuild the set.
-                usleep(100_000)
+                MonotonicClock.sleep(seconds: 0.1)
                 continue
             }
             var changed = false

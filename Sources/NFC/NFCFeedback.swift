@@ -61,31 +61,36 @@ final class NFCFeedback: Sendable {
 
     var counters: NFCFeedbackCounters { state.withLock { $0.counters } }
 
-    /// Queues a job; starts the thread on first use.
-    func enqueue(_ job: Job) {
-        let start = state.update { s -> Bool in
-            guard !s.stopping else { return false }
-            s.jobs.append(job)
+    /// Starts the feedback thread (with the source; once).
+    func start() {
+        let first = state.update { s -> Bool in
             defer { s.started = true }
             return !s.started
         }
-        if start {
-            let thread = Thread { [self] in run() }
-            thread.name = "nfc-feedback"
-            thread.start()
+        guard first else { return }
+        let thread = Thread { [self] in run() }
+        thread.name = "nfc-feedback"
+        thread.start()
+    }
+
+    /// Queues a job for the thread (dropped once stopping: the service is going away).
+    func enqueue(_ job: Job) {
+        state.update { s in
+            guard !s.stopping else { return }
+            s.jobs.append(job)
         }
     }
 
-    /// Ends the thread after the job in progress (queued jobs are dropped: the service is stopping); waits at
-    /// most 2 s (an ACR122U answers its LED command only when the blinking is over).
-    func stop() {
+    /// Ends the thread after the job in progress (queued jobs are dropped: the service is stopping); waits until
+    /// `deadline` at most (an ACR122U answers its LED command only when the blinking is over, up to 2 s).
+    func stop(deadline: Double) {
         let running = state.update { s -> Bool in
             s.stopping = true
             s.jobs = []
             return s.started && !s.finished
         }
         guard running else { return }
-        state.wait(until: MonotonicClock.deadline(after: 2)) { $0.finished }
+        state.wait(until: deadline) { $0.finished }
     }
 
     private func run() {
@@ -110,7 +115,9 @@ final class NFCFeedback: Sendable {
                 continue
             }
             var runner = runners[job.reader] ?? FeedbackRunner()
-            var channel = PCSCControlChannel(context: live, reader: job.reader)
+            var channel = PCSCControlChannel(context: live, reader: job.reader) { [state] seconds in
+                state.wait(until: MonotonicClock.deadline(after: seconds)) { $0.stopping }
+            }
             if job.silence {
                 let delivery = runner.silenceDetectBeep(profile: job.profile, channel: &channel)
                 noteSilence(job, delivery)
@@ -177,10 +184,13 @@ struct PCSCControlChannel: ReaderControlChannel {
     private var direct: PCSCCard?
     /// pcscd went away during a command: the owner drops the context.
     private(set) var contextLost = false
+    /// Waits the given seconds on the monotonic clock, or less when the feedback is stopping.
+    private let wait: @Sendable (Double) -> Void
 
-    init(context: PCSCContext, reader: String) {
+    init(context: PCSCContext, reader: String, wait: @escaping @Sendable (Double) -> Void) {
         self.context = context
         self.reader = reader
+        self.wait = wait
     }
 
     mutating func transmit(_ apdu: [UInt8]) throws(CardTransportError) -> [UInt8] {
@@ -213,9 +223,7 @@ struct PCSCControlChannel: ReaderControlChannel {
         }
     }
 
-    func pause(milliseconds: Int) {
-        Thread.sleep(forTimeInterval: Double(milliseconds) / 1000)
-    }
+    func pause(milliseconds: Int) { wait(Double(milliseconds) / 1000) }
 
     mutating func close() {
         card?.disconnect()

@@ -3,6 +3,7 @@ import Foundation
 import Glibc
 import Logging
 import Platform
+import Plugins
 
 /// The NFC source: watches PC/SC readers through pcscd and turns each tap into one `Read`.
 ///
@@ -20,7 +21,8 @@ import Platform
 /// the next tap reads. A card already on a reader when the source starts is read (this process never read it);
 /// one that lay on a reader, already read, when pcscd went away is not read again after the reconnect (best
 /// effort: if the source reconnects before the new pcscd has seen the card, it is read again once).
-public final class NFCSource: Sendable {
+public final class NFCSource: ReadSource {
+    public let kind = SourceKind.nfc
     private let context: ReaderMonitorContext
 
     /// Creates the source; nothing happens before `start()`.
@@ -43,9 +45,10 @@ public final class NFCSource: Sendable {
             handoff: TapHandoff(parser: PlingsURLParser(hosts: hosts), submit: submit, commit: commit, onTap: onTap))
     }
 
-    /// Starts the reader thread (once; later calls do nothing).
+    /// Starts the reader thread and the feedback thread (once; later calls do nothing).
     public func start() {
         guard context.control.markStarted() else { return }
+        context.feedback.start()
         let thread = Thread { [context] in
             var monitor = ReaderMonitor(context: context)
             monitor.run()
@@ -55,15 +58,25 @@ public final class NFCSource: Sendable {
         thread.start()
     }
 
-    /// Stops the reader thread and returns when it has ended, within about 1 s (a read in progress finishes
-    /// first; it takes tens of milliseconds).
-    public func stop() {
-        guard let ended = context.control.stop(deadline: MonotonicClock.deadline(after: 1.0)) else { return }
-        if !ended {
-            context.logger.warn("NFC reader thread did not stop within 1 s")
-        }
-        context.feedback.stop()
+    /// Stops the reader thread and the feedback thread together and returns when both have ended, or by `deadline`
+    /// (a read in progress finishes first: tens of milliseconds; a reader's LED sequence up to 2 s).
+    public func stop(deadline: Double) {
+        OwnThread.together(
+            name: "nfc-stop",
+            [
+                { [context] in
+                    if context.control.stop(deadline: deadline) == false {
+                        context.logger.warn("NFC reader thread did not stop in time")
+                    }
+                },
+                { [context] in context.feedback.stop(deadline: deadline) },
+            ])
     }
+
+    /// Stops within about 1 s.
+    public func stop() { stop(deadline: MonotonicClock.deadline(after: 1.0)) }
+
+    public var statusDetails: [(String, JSONValue)] { [("feedback", feedbackCounters.json)] }
 
     /// What became of the feedback commands so far (for `status`).
     public var feedbackCounters: NFCFeedbackCounters { context.feedback.counters }
@@ -78,14 +91,4 @@ public final class NFCSource: Sendable {
     public static func matches(_ reader: String, patterns: [String]) -> Bool {
         patterns.isEmpty || patterns.contains { fnmatch($0, reader, 0) == 0 }
     }
-}
-
-/// What the pipeline did with a read the NFC source handed on (chooses the feedback).
-public enum CommitResult: Sendable, Equatable {
-    /// On disk; `pending` true for a Plings scan, false for one spooled as unrecognized.
-    case committed(pending: Bool)
-    /// A repeat inside the debounce window: the first read is already on disk.
-    case duplicate
-    /// The spool refused it: nothing was accepted.
-    case refused
 }

@@ -158,13 +158,7 @@ struct TapHandoff: Sendable {
             then(recognized ? .accepted : .unrecognized)
             return
         }
-        commit(read) { result in
-            switch result {
-            case .committed(let pending): then(pending ? .accepted : .unrecognized)
-            case .duplicate: then(recognized ? .accepted : .unrecognized)
-            case .refused: then(.failed)
-            }
-        }
+        commit(read) { result in then(FeedbackOutcome(result, recognized: recognized)) }
     }
 
     func report(_ event: NFCTapEvent) { onTap?(event) }

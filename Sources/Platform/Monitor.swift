@@ -9,9 +9,10 @@ import Glibc
 /// The state is reachable only inside `withLock` and inside a wait's predicate, each a short exclusive access
 /// made while the mutex is held; a wait never holds an access to the state while it sleeps, so a thread that
 /// changes the state during another's wait never overlaps it (Swift's exclusivity rule holds).
-public final class Monitor<State>: @unchecked Sendable {
-    // @unchecked Sendable: `state` is read and written only while `mutex` is held (withLock, wait's predicate),
-    // and the pthread objects are allocated once, never moved, and used only through pthread calls.
+public final class Monitor<State> {
+    // Sendable where the state is (below): `state` is read and written only while `mutex` is held (withLock,
+    // wait's predicate), and the pthread objects are allocated once, never moved, and used only through pthread
+    // calls.
     private var state: State
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
     private let condition: UnsafeMutablePointer<pthread_cond_t>
@@ -81,3 +82,6 @@ public final class Monitor<State>: @unchecked Sendable {
         }
     }
 }
+
+// @unchecked: the lock makes every access to the state exclusive; a non-Sendable state stays confined.
+extension Monitor: @unchecked Sendable where State: Sendable {}

@@ -1,3 +1,4 @@
+import CSysShim
 import Glibc
 
 /// The one clock for deadlines, timeouts and ages in plings-bridge: `CLOCK_MONOTONIC`, in seconds from an
@@ -16,4 +17,12 @@ public enum MonotonicClock {
 
     /// The deadline `seconds` from now (never earlier than now).
     public static func deadline(after seconds: Double) -> Double { now() + max(0, seconds) }
+
+    /// Sleeps until `deadline` (seconds of this clock). Only for short pauses on a thread that has nothing else to
+    /// wait for (a busy SQLite retry, a pause between a reader's commands); anything a stop must interrupt waits on
+    /// a `Monitor` instead.
+    public static func sleep(until deadline: Double) { plings_sleep_until(deadline) }
+
+    /// Sleeps `seconds` on this clock.
+    public static func sleep(seconds: Double) { sleep(until: deadline(after: seconds)) }
 }

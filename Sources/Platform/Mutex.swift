@@ -7,9 +7,9 @@ import Glibc
 /// two-thread counter built with -sanitize=thread). A pthread mutex is intercepted by TSan, so the suite can run
 /// clean under it and a real race still shows. Files that import `Platform` instead of `Synchronization` get
 /// this type under the same name.
-public final class Mutex<Value>: @unchecked Sendable {
-    // @unchecked Sendable: `value` is only reached inside `withLock`, while `mutex` is held; the pthread mutex is
-    // allocated once, never moved, and used only through pthread calls.
+public final class Mutex<Value> {
+    // Sendable where the value is (below): `value` is only reached inside `withLock`, while `mutex` is held; the
+    // pthread mutex is allocated once, never moved, and used only through pthread calls.
     private var value: Value
     private let mutex: UnsafeMutablePointer<pthread_mutex_t>
 
@@ -31,3 +31,7 @@ public final class Mutex<Value>: @unchecked Sendable {
         return try body(&value)
     }
 }
+
+// @unchecked: the lock makes every access to `value` exclusive; a non-Sendable value stays confined, as in the
+// standard library's `Mutex`.
+extension Mutex: @unchecked Sendable where Value: Sendable {}

@@ -13,27 +13,41 @@ public protocol Service: AnyObject, Sendable {
 }
 
 /// Starts services in order and stops them in reverse order against one overall deadline, as
-/// swift-service-lifecycle's `ServiceGroup` does: each stop gets whatever time the ones before it left.
+/// swift-service-lifecycle's `ServiceGroup` does. Services come in layers: a layer starts after the one before it
+/// and stops before it; the services of one layer are independent of each other, so they stop together (each on a
+/// thread of its own) and a slow one does not eat the others' time. Every stop gets whatever time is left.
 public final class ServiceGroup: Sendable {
-    private let services: [any Service]
+    private let layers: [[any Service]]
 
-    public init(_ services: [any Service]) { self.services = services }
+    /// One service per layer: each stops after the ones started after it.
+    public convenience init(_ services: [any Service]) { self.init(layers: services.map { [$0] }) }
 
-    /// Starts every service, first to last.
+    /// `layers`, first to last; within a layer, services that neither feed nor wait for each other.
+    public init(layers: [[any Service]]) { self.layers = layers.filter { !$0.isEmpty } }
+
+    /// Starts every service, first to last. Blocking: call it from a thread of its own (`OwnThread.run`).
     public func start() {
-        for service in services { service.start() }
+        for layer in layers {
+            for service in layer { service.start() }
+        }
     }
 
-    /// Stops every service, last to first, all by `deadline`. Returns the names of the services still
-    /// running when the deadline passed (empty when all stopped in time).
+    /// Stops every layer, last to first, all by `deadline`. Returns the names of the services still running when
+    /// the deadline passed (empty when all stopped in time).
     @discardableResult
     public func stop(deadline: Double) -> [String] {
-        var late: [String] = []
-        for service in services.reversed() {
-            service.stop(deadline: deadline)
-            if MonotonicClock.now() > deadline { late.append(service.name) }
+        let late = Mutex<[String]>([])
+        for layer in layers.reversed() {
+            OwnThread.together(
+                name: "stop",
+                layer.map { service in
+                    {
+                        service.stop(deadline: deadline)
+                        if MonotonicClock.now() > deadline { late.withLock { $0.append(service.name) } }
+                    }
+                })
         }
-        return late
+        return late.withLock { $0 }
     }
 }
 

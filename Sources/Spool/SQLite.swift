@@ -1,5 +1,6 @@
 import CSQLite
 import Glibc
+import Platform
 
 /// An SQLite failure: the call, SQLite's result code and message.
 public struct SQLiteError: Error, CustomStringConvertible, Equatable {
@@ -70,7 +71,7 @@ final class SQLiteConnection: @unchecked Sendable {
             handle,
             { _, count in
                 guard count < Int32(Spool.busyTimeoutMilliseconds) else { return 0 }
-                usleep(1000)
+                MonotonicClock.sleep(seconds: 0.001)
                 return 1
             }, nil)
     }

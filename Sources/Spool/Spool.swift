@@ -191,7 +191,7 @@ public final class Spool: Sendable {
     /// with "database is locked": retry for up to the busy timeout. Already WAL (the usual case): no lock.
     static func enableWAL(_ db: SQLiteConnection) throws(SQLiteError) {
         let deadline = MonotonicClock.now() + Double(busyTimeoutMilliseconds) / 1000
-        var pause: UInt32 = 1000
+        var pause = 0.001
         while true {
             do throws(SQLiteError) {
                 let mode = try db.prepare("PRAGMA journal_mode = WAL")
@@ -201,8 +201,8 @@ public final class Spool: Sendable {
                     code: 5, message: "journal mode stays \(mode.string(0) ?? "?")", context: "PRAGMA journal_mode")
             } catch {
                 guard error.isBusy, MonotonicClock.now() < deadline else { throw error }
-                usleep(pause)
-                pause = min(pause * 2, 50_000)
+                MonotonicClock.sleep(seconds: pause)
+                pause = min(pause * 2, 0.05)
             }
         }
     }
@@ -294,7 +294,7 @@ public final class Spool: Sendable {
             id: s.string(0) ?? "",
             createdAt: date(1) ?? Date(timeIntervalSince1970: 0),
             state: s.string(2).flatMap(ScanState.init) ?? .dead,
-            sourceKind: s.string(3).flatMap(SourceKind.init) ?? .manual,
+            sourceKind: s.string(3).map { SourceKind($0) } ?? .manual,
             device: s.string(4) ?? "",
             uid: s.string(5),
             raw: s.string(6) ?? "",
@@ -501,7 +501,7 @@ public final class Spool: Sendable {
             if batches % 4 == 0 {
                 _ = try? withBookkeeping { db throws(SQLiteError) in try db.execute("PRAGMA wal_checkpoint(PASSIVE)") }
             }
-            usleep(UInt32(Spool.purgePause * 1_000_000))
+            MonotonicClock.sleep(seconds: Spool.purgePause)
         }
         _ = connection.withLock { $0.truncateWAL(ifLargerThan: Spool.walTrimBytes) }
         return total

@@ -72,7 +72,7 @@ enum MQTTBenchmark {
         var batch: [NewScan] = []
         for n in 0..<count {
             let read = Read(
-                sourceKind: .hid, device: "bench",
+                sourceKind: SourceKind("hid"), device: "bench",
                 raw: "https://s.plings.io/?t=q&i=\(benchIdentifier("M", n % 97))&p=1.\(n)", time: Date())
             batch.append(builder.build(read, fix: LocationFix(latitude: 59.3, longitude: 18.0, accuracy: 5)))
             if batch.count == 1000 {

@@ -172,12 +172,11 @@ enum NFCBenchmark {
         let events = Collector<NFCTapEvent>()
         var config = BridgeConfig().nfc
         if let reader { config.profiles = [.init(reader: "Virtual PCD 00 00", profile: reader.profile)] }
-        let committer = SourceSet.committer(pipeline)
         let source = NFCSource(
             config: config, hosts: ["s.plings.io"], logger: logger, submit: { _ in },
             onTap: { events.append($0) },
             commit: { read, done in
-                committer(read) { result in
+                pipeline.commit(read) { result in
                     if case .committed = result { commits.append(MonotonicClock.now()) }
                     done(result)
                 }

@@ -53,7 +53,7 @@ enum SpoolBenchmark {
         let fix = LocationFix(latitude: 59.3293, longitude: 18.0686, accuracy: 8)
         return (0..<count).map { n in
             let read = Read(
-                sourceKind: .hid, device: "bench",
+                sourceKind: SourceKind("hid"), device: "bench",
                 raw: "https://s.plings.io/?t=q&i=\(benchIdentifier("Bench", n % 50))&p=4.2.3.3.6",
                 time: Date())
             return builder.build(read, fix: fix)

@@ -1,3 +1,6 @@
+import Bridge
+import Plugins
+
 /// Every command of `plings-bridge`, each described once (`Command`): `--help`, the command list, the parser and
 /// dispatch all read this table. docs/contracts.md, "Command line", is the contract it implements.
 extension CLI {
@@ -215,22 +218,26 @@ extension Option {
     ]
 
     /// The flags of the commands that run sources (`run`, `scan`, `doctor`), each setting its config key.
-    static let source = [
-        Option(
-            "--api-url", value: "URL",
-            "deliver to this GraphQL endpoint (https://; http:// to loopback with\napi.allowInsecureHTTP)",
-            sets: .key("api.url")),
-        Option(
-            "--api-token-file", value: "PATH", "bearer token file (never pass the token itself on the command line)",
-            sets: .key("api.tokenFile")),
-        Option(
-            "--gpsd", value: "HOST:PORT", "gpsd to ask for the position (default 127.0.0.1:2947)",
-            sets: .key("location.gpsd")),
-        Option(
-            "--fixed-location", value: "LAT,LON[,ACC]", "the position of a gate that does not move",
-            sets: .key("location.fixed")),
-        Option("--no-location", "never attach a position", sets: .disables("location.enabled")),
-        Option("--no-nfc", "disable the NFC readers", sets: .disables("nfc.enabled")),
-        Option("--no-hid", "disable the HID barcode scanners", sets: .disables("hid.enabled")),
-    ]
+    static let source =
+        [
+            Option(
+                "--api-url", value: "URL",
+                "deliver to this GraphQL endpoint (https://; http:// to loopback with\napi.allowInsecureHTTP)",
+                sets: .key("api.url")),
+            Option(
+                "--api-token-file", value: "PATH",
+                "bearer token file (never pass the token itself on the command line)",
+                sets: .key("api.tokenFile")),
+            Option(
+                "--gpsd", value: "HOST:PORT", "gpsd to ask for the position (default 127.0.0.1:2947)",
+                sets: .key("location.gpsd")),
+            Option(
+                "--fixed-location", value: "LAT,LON[,ACC]", "the position of a gate that does not move",
+                sets: .key("location.fixed")),
+            Option("--no-location", "never attach a position", sets: .disables("location.enabled")),
+        ]
+        // One `--no-<kind>` per registered read source.
+        + SourceRegistry.modules.map { source in
+            Option("--no-\(source.kind)", "disable \(source.devices)", sets: .disables(source.enabledKey))
+        }
 }

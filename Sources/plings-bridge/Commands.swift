@@ -160,9 +160,12 @@ struct CLI {
         }
         var kind = SourceKind.manual
         if let source = args.value("--source") {
-            guard let parsed = SourceKind(rawValue: source) else {
-                throw CommandFailure.usage("--source must be nfc, hid or manual")
+            let known = SourceRegistry.modules.map(\.kind.rawValue) + [SourceKind.manual.rawValue]
+            guard known.contains(source) else {
+                throw CommandFailure.usage(
+                    "--source must be \(known.dropLast().joined(separator: ", ")) or \(known.last ?? "manual")")
             }
+            let parsed = SourceKind(source)
             kind = parsed
         }
         let settings = try settings(args)

@@ -80,7 +80,7 @@ extension CLI {
                 show("configuration reloaded: \(config?["path"]?.stringValue ?? "(built-in defaults)")")
                 return 0
             }
-            usleep(50_000)
+            MonotonicClock.sleep(seconds: 0.05)
         }
         throw CommandFailure.runtime(
             "process \(pid) did not confirm the reload within \(Int(timeout)) s (is it plings-bridge run?)")

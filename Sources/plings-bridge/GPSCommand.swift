@@ -2,6 +2,7 @@ import BridgeCore
 import Foundation
 import Location
 import Logging
+import Platform
 
 extension CLI {
     /// `plings-bridge gps [--json] [--gpsd HOST:PORT]`: asks gpsd once (waiting up to ~2 s for its first
@@ -17,11 +18,11 @@ extension CLI {
         // The connection's state lines would only repeat what this command prints; keep errors (and debug).
         let client = GPSClient(config: location, logger: quietLogger())
         client.start()
-        let started = Date()
+        let started = MonotonicClock.now()
         if await waitFor(client, { $0.waitForFirstReport(timeout: 2) }) {
             // gpsd answers ?POLL; at once with its cached fix; a live one (next receiver cycle, <= 1 s at 1 Hz)
             // is what tells the clock offset. Within the same ~2 s budget.
-            let left = 2 - Date().timeIntervalSince(started)
+            let left = 2 - (MonotonicClock.now() - started)
             if client.status().mode.map({ $0 >= 2 }) ?? false, left > 0 {
                 _ = await waitFor(client, { $0.waitForLiveFix(timeout: left) })
             }
@@ -38,9 +39,7 @@ extension CLI {
 
     /// The waits block a thread; keep them off the cooperative pool.
     private func waitFor(_ client: GPSClient, _ wait: @escaping @Sendable (GPSClient) -> Bool) async -> Bool {
-        await withCheckedContinuation { continuation in
-            Thread { continuation.resume(returning: wait(client)) }.start()
-        }
+        await OwnThread.run(name: "gps-wait") { wait(client) }
     }
 }
 

@@ -48,7 +48,7 @@ extension CLI {
         let duration = try args.value("--duration").map { try DurationText.wait($0, flag: "--duration") }
         let config = settings.config
         let printed = Mutex(0)
-        let done = DispatchSemaphore(value: 0)
+        let done = Monitor(false)
         let emit: @Sendable (JSONValue) -> Void = { value in
             let reached = printed.withLock { n -> Bool in
                 // One write(2) per line, under the lock: lines never interleave and are never buffered.
@@ -56,7 +56,7 @@ extension CLI {
                 n += 1
                 return count.map { n >= $0 } ?? false
             }
-            if reached { done.signal() }
+            if reached { done.update { $0 = true } }
         }
         @Sendable func readJSON(_ read: Read) -> [(String, JSONValue)] {
             [
@@ -100,9 +100,9 @@ extension CLI {
         source.start()
         logger.info("watching scanners", [("summary", source.summary)])
         if let duration {
-            _ = done.wait(timeout: .now() + duration)
+            done.wait(until: MonotonicClock.deadline(after: duration)) { $0 }
         } else {
-            done.wait()
+            done.wait { $0 }
         }
         source.stop()
         pipeline?.stop()

@@ -56,12 +56,13 @@ struct ResolveIdentifierInputTests {
 
     @Test func scanBuilderKeepsUnrecognizedReadsWithReason() {
         let builder = ScanBuilder(parser: PlingsURLParser())
-        let read = Read(sourceKind: .hid, device: "bench-1", raw: "5901234123457", time: time)
+        let read = Read(sourceKind: SourceKind("hid"), device: "bench-1", raw: "5901234123457", time: time)
         let scan = builder.build(read, fix: nil, id: "x")
         #expect(scan.state == .unrecognized)
         #expect(scan.inputJSON == nil)
         #expect(scan.reason == "not a URL")
-        let blank = Read(sourceKind: .nfc, device: "r", uid: "04a1", raw: "", time: time, noURLReason: "blank tag")
+        let blank = Read(
+            sourceKind: SourceKind("nfc"), device: "r", uid: "04a1", raw: "", time: time, noURLReason: "blank tag")
         #expect(builder.build(blank, fix: nil).reason == "blank tag")
     }
 

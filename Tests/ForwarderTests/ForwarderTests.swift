@@ -52,7 +52,8 @@ struct ForwarderTests {
             for identifier in identifiers {
                 t = t.addingTimeInterval(0.01)
                 let read = Read(
-                    sourceKind: .hid, device: "bench", raw: "https://s.plings.io/?t=q&i=\(identifier)&p=1.\(n)", time: t
+                    sourceKind: SourceKind("hid"), device: "bench",
+                    raw: "https://s.plings.io/?t=q&i=\(identifier)&p=1.\(n)", time: t
                 )
                 let scan = builder.build(read, fix: nil)
                 try spool.insert([scan])

@@ -13,7 +13,9 @@ struct SpoolNULBytesTests {
         defer { dir.remove() }
         let path = dir.file("nul.sqlite")
         let raw = "https://s.plings.io/?t=n&i=4kyQ\u{0}Cd5t&p=1\u{0}tail"
-        let read = Read(sourceKind: .nfc, device: "r\u{0}x", raw: raw, time: Date(timeIntervalSince1970: 1_781_424_000))
+        let read = Read(
+            sourceKind: SourceKind("nfc"), device: "r\u{0}x", raw: raw, time: Date(timeIntervalSince1970: 1_781_424_000)
+        )
         let scan = ScanBuilder(parser: PlingsURLParser()).build(read, fix: nil)
         #expect(scan.state == .unrecognized)
         do {

@@ -1,10 +1,17 @@
 import Foundation
 
-/// Where a read came from.
-public enum SourceKind: String, Sendable, CaseIterable {
-    case nfc
-    case hid
-    case manual
+/// Where a read came from: a read source's kind (`nfc`, `hid`: each source module declares its own, as
+/// `extension SourceKind { public static let nfc = SourceKind("nfc") }`), or `manual` for the CLI's `scan`. The
+/// name is what the spool, the API's `source.kind` and the metrics' `source` label carry.
+public struct SourceKind: RawRepresentable, Hashable, Comparable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+    public init(rawValue: String) { self.rawValue = rawValue }
+    public init(_ rawValue: String) { self.rawValue = rawValue }
+    public var description: String { rawValue }
+    public static func < (a: SourceKind, b: SourceKind) -> Bool { a.rawValue < b.rawValue }
+
+    /// A read given on the command line (`plings-bridge scan`).
+    public static let manual = SourceKind("manual")
 }
 
 /// Raw bytes from a device, before the pipeline: an NDEF URL, a line typed by a scanner, or a CLI argument.

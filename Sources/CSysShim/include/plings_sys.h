@@ -9,4 +9,12 @@ int plings_clock_unsynchronized(void);
 /// _GNU_SOURCE). 0, or -1 with errno.
 int plings_pipe2(int fds[2], int flags);
 
+/// Names the calling thread (15 bytes kept; `top -H`, gdb and the journal's thread names show it):
+/// pthread_setname_np needs _GNU_SOURCE too.
+void plings_name_this_thread(const char *name);
+
+/// Sleeps until the monotonic `deadline_seconds` (CLOCK_MONOTONIC, TIMER_ABSTIME), resuming after signals: a
+/// wall-clock step neither lengthens nor shortens it.
+void plings_sleep_until(double deadline_seconds);
+
 #endif

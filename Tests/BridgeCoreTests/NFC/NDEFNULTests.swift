@@ -33,7 +33,7 @@ struct NFCNDEFNULTests {
         #expect(Array(result.uri?.utf8 ?? "".utf8).contains(0) == false)
         let time = try #require(Timestamp.parse("2026-06-14T08:00:00Z"))
         let scan = ScanBuilder(parser: PlingsURLParser()).build(
-            Read(sourceKind: .nfc, device: "r", raw: result.uri ?? "", time: time), fix: nil)
+            Read(sourceKind: SourceKind("nfc"), device: "r", raw: result.uri ?? "", time: time), fix: nil)
         #expect(scan.state == .pending && scan.identifier == "4kyQCd5tMDjJVWJKRzVT")
     }
 

@@ -1,0 +1,21 @@
+import BridgeCore
+import Logging
+import Plugins
+
+extension SourceKind {
+    /// Reads from NFC tags through PC/SC readers.
+    public static let nfc = SourceKind("nfc")
+}
+
+extension ReadSourceModule {
+    /// PC/SC NFC readers (`nfc` section) through pcscd, with good-read feedback after the commit.
+    public static let nfc = ReadSourceModule(
+        kind: .nfc, devices: "the NFC readers", isEnabled: { $0.nfc.enabled }, debounce: { $0.nfc.debounce },
+        settingsChanged: { $0.nfc != $1.nfc || $0.hosts != $1.hosts },
+        make: { context in
+            NFCSource(
+                config: context.config.nfc, hosts: context.config.hosts, logger: context.logger,
+                submit: context.submit, commit: context.committer)
+        },
+        doctor: { config, _ in NFCDoctor.checks(config: config.nfc) })
+}
