@@ -71,8 +71,20 @@ enum HIDBenchmark {
     static func xkbPerEventDecode(_ bytes: [UInt8], layout: String, expectedLines: Int) -> Double {
         guard let context = xkb_context_new(XKB_CONTEXT_NO_ENVIRONMENT_NAMES) else { return 0 }
         defer { xkb_context_unref(context) }
-        var names = xkb_rule_names(rules: "evdev", model: "pc105", layout: layout, variant: "", options: nil)
-        guard let keymap = xkb_keymap_new_from_names(context, &names, XKB_KEYMAP_COMPILE_NO_FLAGS),
+        // The names must outlive the call: each C string lives for its closure (a String passed as a pointer
+        // field would dangle).
+        let compiled = "evdev".withCString { rules in
+            "pc105".withCString { model in
+                layout.withCString { layoutName in
+                    "".withCString { variant in
+                        var names = xkb_rule_names(
+                            rules: rules, model: model, layout: layoutName, variant: variant, options: nil)
+                        return xkb_keymap_new_from_names(context, &names, XKB_KEYMAP_COMPILE_NO_FLAGS)
+                    }
+                }
+            }
+        }
+        guard let keymap = compiled,
             let state = xkb_state_new(keymap)
         else { return 0 }
         defer {
