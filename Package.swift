@@ -10,8 +10,9 @@ let package = Package(
         .executable(name: "plings-bench", targets: ["plings-bench"]),
         // For the fuzz targets in Fuzz/ (a separate package that depends on this one by path).
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
-        // fuzz-evdev decodes with layouts compiled from xkb-data.
+        // fuzz-evdev decodes with layouts compiled from xkb-data; fuzz-config loads the HID and NFC sections too.
         .library(name: "HID", targets: ["HID"]),
+        .library(name: "NFC", targets: ["NFC"]),
     ],
     targets: [
         // C libraries, one system-library target each.
@@ -86,6 +87,10 @@ let package = Package(
             name: "NFCTests",
             dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport", "Platform"]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
+        // The composition root: the configuration with every registered section, the source registry and set.
+        .testTarget(
+            name: "BridgeTests",
+            dependencies: ["Bridge", "BridgeCore", "HID", "NFC", "Plugins", "Platform", "BridgeTestSupport"]),
         .testTarget(name: "PlatformTests", dependencies: ["Platform"]),
         .testTarget(
             name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Spool"]),

@@ -16,7 +16,10 @@ let package = Package(
         .executableTarget(
             name: name,
             dependencies: [.product(name: "BridgeCore", package: "plings-bridge")]
-                + (name == "fuzz-evdev" ? [.product(name: "HID", package: "plings-bridge")] : []),
+                + (name == "fuzz-evdev" ? [.product(name: "HID", package: "plings-bridge")] : [])
+                + (name == "fuzz-config"
+                    ? [.product(name: "HID", package: "plings-bridge"), .product(name: "NFC", package: "plings-bridge")]
+                    : []),
             path: "Sources/\(name)")
     },
     swiftLanguageModes: [.v6]

@@ -170,9 +170,10 @@ public final class BridgeService: Sendable {
         }
     }
 
-    /// The keys a reload cannot apply to a running service (docs/configuration.md marks them).
+    /// The keys a reload cannot apply to a running service (docs/configuration.md marks them): the core ones here,
+    /// then each registered section's.
     static func keysNeedingRestart(from old: BridgeConfig, to new: BridgeConfig) -> [String] {
-        var keys: [String] = []
+        var keys = SourceRegistry.configSections.flatMap { $0.keysNeedingRestart(from: old, to: new) }
         if old.spool.synchronous != new.spool.synchronous { keys.append("spool.synchronous") }
         if old.metrics != new.metrics { keys.append("metrics") }
         return keys

@@ -30,7 +30,7 @@ public struct Settings: Sendable {
         configPath: String?, flags: [(flag: String, path: String, value: JSONValue)],
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigError) -> Settings {
-        var loader = ConfigLoader()
+        var loader = ConfigLoader(sections: SourceRegistry.configSections)
         var path = configPath ?? environment["PLINGS_BRIDGE_CONFIG"]
         if path == nil, FileManager.default.fileExists(atPath: defaultConfigPath) { path = defaultConfigPath }
         if let path {
@@ -49,6 +49,7 @@ public struct Settings: Sendable {
             }
         }
         let config = loader.config
+        try loader.validateSections()
         try validate(config)
         let system = path == defaultConfigPath
         let spoolPath = config.spool.path ?? defaultSpoolPath(environment: environment, installedSystem: system)
@@ -94,25 +95,6 @@ public struct Settings: Sendable {
             try APIEndpoint.validate(url, allowInsecureHTTP: config.api.allowInsecureHTTP)
         }
         try MQTTConfig.validate(config.mqtt)
-        try validateLayouts(config.hid)
-    }
-
-    /// Every keyboard layout named in `hid` must be one xkb-data knows (when HID is on).
-    static func validateLayouts(_ hid: BridgeConfig.HID) throws(ConfigError) {
-        guard hid.enabled else { return }
-        var choices = [("hid.layout", "hid.variant", hid.layout, hid.variant)]
-        for (index, rule) in hid.match.enumerated() where rule.layout != nil || rule.variant != nil {
-            let (layout, variant) = (rule.layout ?? hid.layout, rule.variant)
-            choices.append(("hid.match[\(index)].layout", "hid.match[\(index)].variant", layout, variant))
-        }
-        for (layoutKey, variantKey, layout, variant) in choices {
-            do {
-                try XKBLayouts.validate(layout: layout, variant: variant)
-            } catch {
-                let key = error.isVariant && variant != nil ? variantKey : layoutKey
-                throw ConfigError("\(key): \(error.message)")
-            }
-        }
     }
 
     /// `$STATE_DIRECTORY/spool.sqlite` under systemd, else the service's spool on an installed system, else

@@ -56,6 +56,8 @@ public struct ReadSourceModule: Sendable {
     public let kind: SourceKind
     /// What it reads, for the flag's help ("the NFC readers").
     public let devices: String
+    /// Its configuration section (keys, bounds, checks), registered with the loader.
+    public let configSection: any ConfigSection.Type
     /// Whether the configuration turns it on (`<section>.enabled`).
     public let isEnabled: @Sendable (BridgeConfig) -> Bool
     /// Seconds in which a repeat of the same code from the same device is dropped (`<section>.debounce`).
@@ -68,7 +70,8 @@ public struct ReadSourceModule: Sendable {
     public let doctor: @Sendable (BridgeConfig, Logger) -> [DoctorCheck]
 
     public init(
-        kind: SourceKind, devices: String, isEnabled: @escaping @Sendable (BridgeConfig) -> Bool,
+        kind: SourceKind, devices: String, configSection: any ConfigSection.Type,
+        isEnabled: @escaping @Sendable (BridgeConfig) -> Bool,
         debounce: @escaping @Sendable (BridgeConfig) -> Double,
         settingsChanged: @escaping @Sendable (BridgeConfig, BridgeConfig) -> Bool,
         make: @escaping @Sendable (SourceContext) -> any ReadSource,
@@ -76,6 +79,7 @@ public struct ReadSourceModule: Sendable {
     ) {
         self.kind = kind
         self.devices = devices
+        self.configSection = configSection
         self.isEnabled = isEnabled
         self.debounce = debounce
         self.settingsChanged = settingsChanged

@@ -1,15 +1,15 @@
 /// The service configuration (docs/contracts.md, "Configuration"; every key in docs/configuration.md). Every field
-/// has the documented default.
+/// has the documented default. The sections of the read sources live in their modules (`ConfigSection`).
 public struct BridgeConfig: Sendable, Equatable {
     public var api = API()
     public var spool = Spool()
-    public var nfc = NFC()
-    public var hid = HID()
     public var location = Location()
     public var metrics = Metrics()
     public var mqtt = MQTT()
     /// Accepted Plings URL hosts (replaces the default list when configured).
     public var hosts: [String] = ["s.plings.io"]
+    /// The sections modules own (`nfc`, `hid`, ...), each read through the property its module declares.
+    public var sections = ConfigSections()
 
     public init() {}
 
@@ -37,79 +37,6 @@ public struct BridgeConfig: Sendable, Equatable {
         case full
         case normal
         case off
-    }
-
-    /// `nfc`: PC/SC readers.
-    public struct NFC: Sendable, Equatable {
-        public var enabled = true
-        /// Shell-style reader name patterns; empty means every reader.
-        public var readers: [String] = []
-        public var debounce: Double = 2
-        /// `nfc.profiles`: reader-name substring -> profile, first match wins; unmatched readers are recognised
-        /// by name (`ReaderProfile.recognize`).
-        public var profiles: [ReaderProfile.Rule] = []
-        /// `nfc.feedback`: beep and LED by outcome, after the commit.
-        public var feedback = Feedback()
-        /// `nfc.silenceDetectBeep`: turn off the reader's own beep on card detection (writes a reader setting).
-        public var silenceDetectBeep = false
-
-        /// Feedback patterns by outcome; `enabled` false sends nothing on any reader.
-        public struct Feedback: Sendable, Equatable {
-            public var enabled = true
-            public var accepted = FeedbackPattern(led: .green, beeps: 1, milliseconds: 100)
-            public var unrecognized = FeedbackPattern(led: .orange, beeps: 2, milliseconds: 100)
-            public var failed = FeedbackPattern(led: .red, beeps: 3, milliseconds: 100)
-
-            /// The pattern for `outcome`.
-            public func pattern(for outcome: FeedbackOutcome) -> FeedbackPattern {
-                switch outcome {
-                case .accepted: return accepted
-                case .unrecognized: return unrecognized
-                case .failed: return failed
-                }
-            }
-        }
-    }
-
-    /// `hid`: keyboard-wedge barcode scanners.
-    public struct HID: Sendable, Equatable {
-        public var enabled = true
-        public var grab = true
-        /// An xkb layout (`de`, `de(nodeadkeys)`; `uk` means `gb`) and optional variant, checked at load.
-        public var layout = "us"
-        public var variant: String?
-        public var suffix: Suffix = .enter
-        public var maxLineLength = 4096
-        public var interKeyTimeout: Double = 0.5
-        public var debounce: Double = 1.5
-        public var match: [Match] = []
-
-        public enum Suffix: String, Sendable, CaseIterable {
-            case enter
-            case tab
-        }
-
-        /// A configured scanner match: every non-nil field must equal the device's value.
-        public struct Match: Sendable, Equatable {
-            public var vendor: String?
-            public var model: String?
-            public var serial: String?
-            public var path: String?
-            public var layout: String?
-            public var variant: String?
-
-            public init(
-                vendor: String? = nil, model: String? = nil, serial: String? = nil, path: String? = nil,
-                layout: String? = nil, variant: String? = nil
-            ) {
-                self.variant = variant
-                self.vendor = vendor
-                self.model = model
-                self.serial = serial
-                self.path = path
-                self.layout = layout
-            }
-        }
     }
 
     /// `location`: gpsd and the fixed gate position.

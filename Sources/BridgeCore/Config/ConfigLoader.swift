@@ -8,8 +8,9 @@ public struct ConfigError: Error, Equatable, CustomStringConvertible {
 /// Builds a `BridgeConfig` from the three layers of docs/contracts.md, "Configuration": JSON file, then
 /// `PLINGS_BRIDGE_*` environment, then command-line flags; later wins.
 ///
-/// Every layer is checked against one schema (`ConfigLoader.schema`), so a key is spelled, typed and bounded in
-/// exactly one place and every error names where the bad value came from.
+/// Every layer is checked against one schema (`schema`: the core keys below plus every registered module section's,
+/// `ConfigSection`), so a key is spelled, typed and bounded in exactly one place and every error names where the
+/// bad value came from.
 public struct ConfigLoader {
     /// The type and bounds of one configuration key.
     public enum Kind: Sendable, Equatable {
@@ -21,9 +22,11 @@ public struct ConfigLoader {
         case choice([String])
         case stringList
         case fixedLocation
-        case scannerMatches
-        case readerProfiles
-        case feedbackPattern
+        /// A structure of its own, set only in the config file; the text names it in the refusal of any other
+        /// layer ("scanner matches").
+        case fileOnly(String)
+        /// A value with a syntax of its own, written as one string (a feedback pattern `"green 1x100"`).
+        case textForm
     }
 
     /// One configuration key: its dotted path, its type and bounds, and where a checked value lands in
@@ -35,10 +38,19 @@ public struct ConfigLoader {
         /// Checks `value` against the kind (and any rule of its own) and stores it; `origin` names the source.
         let store:
             @Sendable (_ config: inout BridgeConfig, _ value: JSONValue, _ origin: String) throws(ConfigError) -> Void
+
+        public init(
+            path: String, kind: Kind,
+            store: @escaping @Sendable (inout BridgeConfig, JSONValue, String) throws(ConfigError) -> Void
+        ) {
+            self.path = path
+            self.kind = kind
+            self.store = store
+        }
     }
 
-    /// Every key, by dotted path. Objects are implied by the paths.
-    public static let schema: [Key] = [
+    /// The core keys, by dotted path (objects are implied by the paths); the modules' sections add theirs.
+    public static let coreSchema: [Key] = [
         optionalText("api.url", \.api.url),
         optionalText("api.tokenFile", \.api.tokenFile),
         text("api.document", \.api.document),
@@ -48,24 +60,6 @@ public struct ConfigLoader {
         optionalText("spool.path", \.spool.path),
         choice("spool.synchronous", \.spool.synchronous),
         number("spool.deliveredRetention", 0...(10 * 365 * 86_400), \.spool.deliveredRetention),
-        flag("nfc.enabled", \.nfc.enabled),
-        list("nfc.readers", \.nfc.readers),
-        number("nfc.debounce", 0...3600, \.nfc.debounce),
-        structured("nfc.profiles", .readerProfiles, \.nfc.profiles, readerProfiles),
-        flag("nfc.feedback.enabled", \.nfc.feedback.enabled),
-        structured("nfc.feedback.accepted", .feedbackPattern, \.nfc.feedback.accepted, feedbackPattern),
-        structured("nfc.feedback.unrecognized", .feedbackPattern, \.nfc.feedback.unrecognized, feedbackPattern),
-        structured("nfc.feedback.failed", .feedbackPattern, \.nfc.feedback.failed, feedbackPattern),
-        flag("nfc.silenceDetectBeep", \.nfc.silenceDetectBeep),
-        flag("hid.enabled", \.hid.enabled),
-        flag("hid.grab", \.hid.grab),
-        text("hid.layout", \.hid.layout),
-        optionalText("hid.variant", \.hid.variant),
-        choice("hid.suffix", \.hid.suffix),
-        integer("hid.maxLineLength", 1...65_536, \.hid.maxLineLength),
-        number("hid.interKeyTimeout", 0.01...60, \.hid.interKeyTimeout),
-        number("hid.debounce", 0...3600, \.hid.debounce),
-        structured("hid.match", .scannerMatches, \.hid.match, scannerMatches),
         flag("location.enabled", \.location.enabled),
         // Empty: no gpsd is asked (a gate with a fixed position and no receiver).
         text("location.gpsd", \.location.gpsd, allowEmpty: true) {
@@ -97,11 +91,11 @@ public struct ConfigLoader {
     /// The field a key sets (a key path literal, Sendable as it captures nothing: SE-0418).
     public typealias Field<Value> = WritableKeyPath<BridgeConfig, Value> & Sendable
 
-    static func fail(_ origin: String, _ expected: String, _ value: JSONValue) -> ConfigError {
+    public static func fail(_ origin: String, _ expected: String, _ value: JSONValue) -> ConfigError {
         ConfigError("\(origin): expected \(expected), got \(value.typeName)")
     }
 
-    static func flag(_ path: String, _ field: Field<Bool>) -> Key {
+    public static func flag(_ path: String, _ field: Field<Bool>) -> Key {
         Key(path: path, kind: .bool) {
             (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
             guard let b = value.boolValue else { throw fail(origin, "true or false", value) }
@@ -109,7 +103,7 @@ public struct ConfigLoader {
         }
     }
 
-    static func number(_ path: String, _ range: ClosedRange<Double>, _ field: Field<Double>) -> Key {
+    public static func number(_ path: String, _ range: ClosedRange<Double>, _ field: Field<Double>) -> Key {
         Key(path: path, kind: .number(min: range.lowerBound, max: range.upperBound)) {
             (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
             guard let d = value.doubleValue else { throw fail(origin, "a number of seconds", value) }
@@ -120,7 +114,7 @@ public struct ConfigLoader {
         }
     }
 
-    static func integer(_ path: String, _ range: ClosedRange<Int>, _ field: Field<Int>) -> Key {
+    public static func integer(_ path: String, _ range: ClosedRange<Int>, _ field: Field<Int>) -> Key {
         Key(path: path, kind: .integer(min: range.lowerBound, max: range.upperBound)) {
             (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
             guard case .integer(let i) = value else { throw fail(origin, "a whole number", value) }
@@ -132,7 +126,7 @@ public struct ConfigLoader {
     }
 
     /// A non-empty string (or empty too, with `allowEmpty`: "none"); `problem` returns why a value is refused.
-    static func text(
+    public static func text(
         _ path: String, _ field: Field<String>, allowEmpty: Bool = false,
         problem: (@Sendable (String) -> String?)? = nil
     ) -> Key {
@@ -147,7 +141,7 @@ public struct ConfigLoader {
     }
 
     /// A string, or null (an empty string too) for "not set".
-    static func optionalText(
+    public static func optionalText(
         _ path: String, _ field: Field<String?>, problem: (@Sendable (String) -> String?)? = nil
     ) -> Key {
         Key(path: path, kind: .optionalString) {
@@ -162,7 +156,9 @@ public struct ConfigLoader {
         }
     }
 
-    static func choice<Choice: RawRepresentable<String> & CaseIterable>(_ path: String, _ field: Field<Choice>) -> Key {
+    public static func choice<Choice: RawRepresentable<String> & CaseIterable & SendableMetatype>(
+        _ path: String, _ field: Field<Choice>
+    ) -> Key {
         let names = Choice.allCases.map(\.rawValue)
         return Key(path: path, kind: .choice(names)) {
             (config: inout BridgeConfig, value: JSONValue, origin: String) throws(ConfigError) in
@@ -175,7 +171,7 @@ public struct ConfigLoader {
     }
 
     /// An array of non-empty strings, each passed through `transform`; `ifEmpty` refuses an empty array.
-    static func list(
+    public static func list(
         _ path: String, _ field: Field<[String]>, ifEmpty: String? = nil,
         transform: @escaping @Sendable (String) -> String = { $0 }
     ) -> Key {
@@ -195,7 +191,7 @@ public struct ConfigLoader {
     }
 
     /// A key with its own JSON shape, read by `parse`.
-    static func structured<Value>(
+    public static func structured<Value>(
         _ path: String, _ kind: Kind, _ field: Field<Value>,
         _ parse: @escaping @Sendable (JSONValue, String) throws(ConfigError) -> Value
     ) -> Key {
@@ -204,16 +200,6 @@ public struct ConfigLoader {
             config[keyPath: field] = try parse(value, origin)
         }
     }
-
-    static func feedbackPattern(_ value: JSONValue, origin: String) throws(ConfigError) -> FeedbackPattern {
-        guard let s = value.stringValue else { throw fail(origin, "a pattern string like \"green 1x100\"", value) }
-        switch FeedbackPattern.parse(s) {
-        case .success(let parsed): return parsed
-        case .failure(let error): throw ConfigError("\(origin): \(error.message)")
-        }
-    }
-
-    static let keys: [String: Key] = Dictionary(uniqueKeysWithValues: schema.map { ($0.path, $0) })
 
     /// Environment variables that are not config keys but are ours all the same.
     public static let reservedEnvironment: Set<String> = ["PLINGS_BRIDGE_API_TOKEN", "PLINGS_BRIDGE_CONFIG"]
@@ -234,8 +220,22 @@ public struct ConfigLoader {
     }
 
     public private(set) var config = BridgeConfig()
+    /// Every key this loader knows: the core ones, then each registered section's.
+    public let schema: [Key]
+    private let keys: [String: Key]
+    private let sections: [any ConfigSection.Type]
 
-    public init() {}
+    /// A loader for the core keys and those of `sections` (the bridge passes its registry's, `ConfigRegistry`).
+    public init(sections: [any ConfigSection.Type] = []) {
+        self.sections = sections
+        schema = ConfigLoader.coreSchema + sections.flatMap { $0.keys }
+        keys = Dictionary(uniqueKeysWithValues: schema.map { ($0.path, $0) })
+    }
+
+    /// Runs every registered section's checks across its keys (after all layers are applied).
+    public func validateSections() throws(ConfigError) {
+        for section in sections { try section.validate(config) }
+    }
 
     /// Applies a JSON config file's text. `origin` (the file path) appears in errors.
     public mutating func applyFile(_ text: [UInt8], origin: String) throws(ConfigError) {
@@ -257,9 +257,9 @@ public struct ConfigLoader {
             guard seen.insert(key).inserted else {
                 throw ConfigError("config key '\(path)' appears twice in \(origin)")
             }
-            if let key = ConfigLoader.keys[path] {
+            if let key = keys[path] {
                 try key.store(&config, child, "config key '\(path)' in \(origin)")
-            } else if ConfigLoader.schema.contains(where: { $0.path.hasPrefix(path + ".") }) {
+            } else if schema.contains(where: { $0.path.hasPrefix(path + ".") }) {
                 guard case .object = child else {
                     throw ConfigError("config key '\(path)' in \(origin): expected an object, got \(child.typeName)")
                 }
@@ -267,7 +267,7 @@ public struct ConfigLoader {
             } else {
                 throw ConfigError(
                     "unknown config key '\(path)' in \(origin)"
-                        + (ConfigLoader.suggestion(for: path).map { "; did you mean '\($0)'?" }
+                        + (suggestion(for: path).map { "; did you mean '\($0)'?" }
                             ?? "; docs/configuration.md lists every key"))
             }
         }
@@ -275,7 +275,7 @@ public struct ConfigLoader {
 
     /// The known key or section closest to a mistyped `path` (at most two edits away, same parent), for the
     /// error's fix: `api.tiemout` -> `api.timeout`.
-    static func suggestion(for path: String) -> String? {
+    func suggestion(for path: String) -> String? {
         let parent = path.split(separator: ".").dropLast().joined(separator: ".")
         var candidates = Set<String>()
         for key in schema {
@@ -288,7 +288,9 @@ public struct ConfigLoader {
                 }
             }
         }
-        let scored = candidates.map { (candidate: $0, distance: editDistance($0.lowercased(), path.lowercased())) }
+        let scored = candidates.map {
+            (candidate: $0, distance: ConfigLoader.editDistance($0.lowercased(), path.lowercased()))
+        }
         // At most two edits, and fewer than half the mistyped name: `a` is not a typo of `api`.
         let typed = path.split(separator: ".").last.map(String.init) ?? path
         guard let best = scored.min(by: { ($0.distance, $0.candidate) < ($1.distance, $1.candidate) }),
@@ -317,7 +319,7 @@ public struct ConfigLoader {
     /// Applies `PLINGS_BRIDGE_*` variables; an unknown one is an error that names it.
     public mutating func applyEnvironment(_ environment: [String: String]) throws(ConfigError) {
         let byName = Dictionary(
-            uniqueKeysWithValues: ConfigLoader.schema.map { (ConfigLoader.environmentName(for: $0.path), $0) })
+            uniqueKeysWithValues: schema.map { (ConfigLoader.environmentName(for: $0.path), $0) })
         for name in environment.keys.sorted() where name.hasPrefix("PLINGS_BRIDGE_") {
             if ConfigLoader.reservedEnvironment.contains(name) { continue }
             guard let key = byName[name], let text = environment[name] else {
@@ -329,13 +331,13 @@ public struct ConfigLoader {
 
     /// Applies one flag's value to a key, e.g. `--gpsd 127.0.0.1:2948` to `location.gpsd`.
     public mutating func applyFlag(_ flag: String, path: String, text: String) throws(ConfigError) {
-        guard let key = ConfigLoader.keys[path] else { throw ConfigError("internal: flag \(flag) maps to no key") }
+        guard let key = keys[path] else { throw ConfigError("internal: flag \(flag) maps to no key") }
         try setText(key, text: text, origin: "flag \(flag)")
     }
 
     /// Applies a flag that sets a key to a JSON value (`--no-nfc` sets `nfc.enabled` to false).
     public mutating func applyFlag(_ flag: String, path: String, value: JSONValue) throws(ConfigError) {
-        guard let key = ConfigLoader.keys[path] else { throw ConfigError("internal: flag \(flag) maps to no key") }
+        guard let key = keys[path] else { throw ConfigError("internal: flag \(flag) maps to no key") }
         try key.store(&config, value, "flag \(flag)")
     }
 
@@ -357,7 +359,7 @@ public struct ConfigLoader {
             } else {
                 throw ConfigError("\(origin): expected a number, got '\(text.prefix(64))'")
             }
-        case .string, .choice, .feedbackPattern: value = .string(text)
+        case .string, .choice, .textForm: value = .string(text)
         case .optionalString: value = text.isEmpty ? .null : .string(text)
         case .stringList:
             value = .array(text.split(separator: ",").map { .string(String($0).trimmingASCIIWhitespace()) })
@@ -376,34 +378,10 @@ public struct ConfigLoader {
                 members.append(("accuracy", .number(accuracy)))
             }
             value = .object(members)
-        case .scannerMatches:
-            throw ConfigError("\(origin): scanner matches can only be set in the config file")
-        case .readerProfiles:
-            throw ConfigError("\(origin): reader profiles can only be set in the config file")
+        case .fileOnly(let what):
+            throw ConfigError("\(origin): \(what) can only be set in the config file")
         }
         try key.store(&config, value, origin)
-    }
-
-    /// `nfc.profiles`: `[{"reader": "<substring of the PC/SC name>", "profile": "acr122u"}, ...]`.
-    static func readerProfiles(_ value: JSONValue, origin: String) throws(ConfigError) -> [ReaderProfile.Rule] {
-        guard case .array(let items) = value else { throw ConfigError("\(origin): expected an array of objects") }
-        var rules: [ReaderProfile.Rule] = []
-        let names = ReaderProfile.allCases.map(\.rawValue).joined(separator: ", ")
-        for (index, item) in items.enumerated() {
-            let where_ = "\(origin)[\(index)]"
-            guard case .object(let members) = item else { throw ConfigError("\(where_): expected an object") }
-            for (key, _) in members where key != "reader" && key != "profile" {
-                throw ConfigError("\(where_): unknown key '\(key)'")
-            }
-            guard let reader = item["reader"]?.stringValue, !reader.isEmpty else {
-                throw ConfigError("\(where_).reader: expected a non-empty substring of a reader name")
-            }
-            guard let text = item["profile"]?.stringValue, let profile = ReaderProfile(rawValue: text) else {
-                throw ConfigError("\(where_).profile: expected one of \(names)")
-            }
-            rules.append(ReaderProfile.Rule(reader: reader, profile: profile))
-        }
-        return rules
     }
 
     /// `location.fixed`: `{"latitude": .., "longitude": .., "accuracy": ..}`, or null for none.
@@ -440,49 +418,6 @@ public struct ConfigLoader {
         guard let value else { return "is missing" }
         if value.doubleValue != nil { return "is \(value.encoded())" }
         return "is \(value.typeName)"
-    }
-
-    static func scannerMatches(_ value: JSONValue, origin: String) throws(ConfigError) -> [BridgeConfig.HID.Match] {
-        guard case .array(let items) = value else { throw ConfigError("\(origin): expected an array of objects") }
-        var matches: [BridgeConfig.HID.Match] = []
-        for (index, item) in items.enumerated() {
-            let where_ = "\(origin)[\(index)]"
-            guard case .object(let members) = item else { throw ConfigError("\(where_): expected an object") }
-            var match = BridgeConfig.HID.Match()
-            for (key, field) in members {
-                var text: String?
-                if !field.isNull {
-                    guard let s = field.stringValue else {
-                        throw ConfigError("\(where_).\(key): expected a string or null, got \(field.typeName)")
-                    }
-                    text = s
-                }
-                switch key {
-                case "vendor", "model":
-                    if let t = text {
-                        let lower = t.lowercased()
-                        guard lower.utf8.count == 4,
-                            lower.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
-                        else {
-                            throw ConfigError(
-                                "\(where_).\(key): expected 4 hex digits like \"05e0\", got \"\(t.prefix(16))\"")
-                        }
-                        text = lower
-                    }
-                    if key == "vendor" { match.vendor = text } else { match.model = text }
-                case "serial": match.serial = text
-                case "path": match.path = text
-                case "layout": match.layout = text
-                case "variant": match.variant = text
-                default: throw ConfigError("\(where_): unknown key '\(key)'")
-                }
-            }
-            guard match.vendor != nil || match.model != nil || match.serial != nil || match.path != nil else {
-                throw ConfigError("\(where_): a match needs at least one of vendor, model, serial, path")
-            }
-            matches.append(match)
-        }
-        return matches
     }
 
     /// Why `text` cannot be part of an MQTT topic name (MQTT 3.1.1/5.0 section 4.7: no wildcards, no NUL; our own

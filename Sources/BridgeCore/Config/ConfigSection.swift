@@ -9,15 +9,16 @@ public protocol ConfigSection: Sendable, Equatable {
     /// The section's keys, each spelled, typed and bounded once, storing into `BridgeConfig`'s slot for the section
     /// (the module declares `BridgeConfig.<name>` as the slot; see `ConfigSections`).
     static var keys: [ConfigLoader.Key] { get }
-    /// Keys (full paths) whose change takes effect only after a restart.
-    static var restartKeys: [String] { get }
+    /// The keys (full paths) whose change from `old` to `new` a reload cannot apply to the running module; a
+    /// reload names them in one log line (docs/configuration.md marks them **restart**).
+    static func keysNeedingRestart(from old: BridgeConfig, to new: BridgeConfig) -> [String]
     /// Checks that need several keys, or the module's own knowledge (xkb-data for `hid`), after every layer is
     /// applied. The thrown message names the key at fault.
     static func validate(_ config: BridgeConfig) throws(ConfigError)
 }
 
 extension ConfigSection {
-    public static var restartKeys: [String] { [] }
+    public static func keysNeedingRestart(from old: BridgeConfig, to new: BridgeConfig) -> [String] { [] }
     public static func validate(_ config: BridgeConfig) throws(ConfigError) {}
 
     fileprivate func isEqual(to other: any ConfigSection) -> Bool { (other as? Self) == self }

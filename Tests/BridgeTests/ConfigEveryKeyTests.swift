@@ -1,4 +1,7 @@
+import Bridge
 import Foundation
+import HID
+import NFC
 import Testing
 
 @testable import BridgeCore
@@ -98,7 +101,7 @@ struct ConfigEveryKeyTests {
     }
 
     @Test func everyKeyOfTheLoaderHasACaseHere() {
-        let loaderKeys = Set(ConfigLoader.schema.map(\.path))
+        let loaderKeys = Set(ConfigLoader(sections: SourceRegistry.configSections).schema.map(\.path))
         let tested = Set(Self.cases.map(\.path))
         #expect(loaderKeys.subtracting(tested).isEmpty, "keys without a case: \(loaderKeys.subtracting(tested))")
         #expect(tested.subtracting(loaderKeys).isEmpty, "cases for unknown keys: \(tested.subtracting(loaderKeys))")
@@ -108,7 +111,7 @@ struct ConfigEveryKeyTests {
     func keyFromTheFileArrives(_ path: String) throws {
         let entry = try #require(Self.cases.first { $0.path == path })
         #expect(!entry.arrived(BridgeConfig()), "\(path): the test value must differ from the default")
-        var loader = ConfigLoader()
+        var loader = ConfigLoader(sections: SourceRegistry.configSections)
         try loader.applyFile(Array(Self.document(path, entry.json).utf8), origin: "every-key.json")
         #expect(entry.arrived(loader.config), "\(path) from the file did not arrive")
     }
@@ -117,7 +120,7 @@ struct ConfigEveryKeyTests {
     func keyFromTheEnvironmentArrives(_ path: String) throws {
         let entry = try #require(Self.cases.first { $0.path == path })
         let text = try #require(entry.text)
-        var loader = ConfigLoader()
+        var loader = ConfigLoader(sections: SourceRegistry.configSections)
         try loader.applyEnvironment([ConfigLoader.environmentName(for: path): text])
         #expect(entry.arrived(loader.config), "\(path) from the environment did not arrive")
     }
@@ -126,7 +129,7 @@ struct ConfigEveryKeyTests {
     @Test func fileOnlyKeysAreRefusedFromTheEnvironment() {
         for entry in Self.cases where entry.text == nil {
             let name = ConfigLoader.environmentName(for: entry.path)
-            var loader = ConfigLoader()
+            var loader = ConfigLoader(sections: SourceRegistry.configSections)
             #expect(throws: ConfigError.self, "\(name) was accepted") {
                 try loader.applyEnvironment([name: "x"])
             }
@@ -163,7 +166,7 @@ struct ConfigDocumentationTests {
 
     @Test func everyKeyIsDocumentedAndEveryDocumentedKeyExists() throws {
         let documented = try Self.documentedKeys()
-        let known = Set(ConfigLoader.schema.map(\.path))
+        let known = Set(ConfigLoader(sections: SourceRegistry.configSections).schema.map(\.path))
         #expect(known.subtracting(documented).isEmpty, "undocumented: \(known.subtracting(documented).sorted())")
         #expect(documented.subtracting(known).isEmpty, "documented, unknown: \(documented.subtracting(known).sorted())")
     }

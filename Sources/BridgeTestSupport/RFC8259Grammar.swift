@@ -2,8 +2,8 @@
 /// recognizer: the outside authority the parser and config tests compare against. It is written from the RFC,
 /// independently of `JSONParser`, and only answers "is this a JSON text": no values, and none of the limits
 /// section 9 allows a parser to set (depth, number range).
-enum RFC8259Grammar {
-    static func matches(_ bytes: [UInt8]) -> Bool {
+public enum RFC8259Grammar {
+    public static func matches(_ bytes: [UInt8]) -> Bool {
         guard String(validating: bytes, as: UTF8.self) != nil else { return false }
         var cursor = Cursor(bytes: bytes)
         // JSON-text = ws value ws

@@ -1,0 +1,95 @@
+import BridgeCore
+
+/// `nfc`: PC/SC readers (docs/configuration.md, "`nfc`").
+public struct NFCConfig: ConfigSection {
+    public var enabled = true
+    /// Shell-style reader name patterns; empty means every reader.
+    public var readers: [String] = []
+    public var debounce: Double = 2
+    /// `nfc.profiles`: reader-name substring -> profile, first match wins; unmatched readers are recognised by name
+    /// (`ReaderProfile.recognize`).
+    public var profiles: [ReaderProfile.Rule] = []
+    /// `nfc.feedback`: beep and LED by outcome, after the commit.
+    public var feedback = Feedback()
+    /// `nfc.silenceDetectBeep`: turn off the reader's own beep on card detection (writes a reader setting).
+    public var silenceDetectBeep = false
+
+    public init() {}
+
+    /// Feedback patterns by outcome; `enabled` false sends nothing on any reader.
+    public struct Feedback: Sendable, Equatable {
+        public var enabled = true
+        public var accepted = FeedbackPattern(led: .green, beeps: 1, milliseconds: 100)
+        public var unrecognized = FeedbackPattern(led: .orange, beeps: 2, milliseconds: 100)
+        public var failed = FeedbackPattern(led: .red, beeps: 3, milliseconds: 100)
+
+        /// The pattern for `outcome`.
+        public func pattern(for outcome: FeedbackOutcome) -> FeedbackPattern {
+            switch outcome {
+            case .accepted: return accepted
+            case .unrecognized: return unrecognized
+            case .failed: return failed
+            }
+        }
+    }
+
+    // MARK: The section's keys
+
+    public static let name = "nfc"
+
+    public static let keys: [ConfigLoader.Key] = [
+        ConfigLoader.flag("nfc.enabled", \.nfc.enabled),
+        ConfigLoader.list("nfc.readers", \.nfc.readers),
+        ConfigLoader.number("nfc.debounce", 0...3600, \.nfc.debounce),
+        ConfigLoader.structured("nfc.profiles", .fileOnly("reader profiles"), \.nfc.profiles, readerProfiles),
+        ConfigLoader.flag("nfc.feedback.enabled", \.nfc.feedback.enabled),
+        ConfigLoader.structured("nfc.feedback.accepted", .textForm, \.nfc.feedback.accepted, feedbackPattern),
+        ConfigLoader.structured("nfc.feedback.unrecognized", .textForm, \.nfc.feedback.unrecognized, feedbackPattern),
+        ConfigLoader.structured("nfc.feedback.failed", .textForm, \.nfc.feedback.failed, feedbackPattern),
+        ConfigLoader.flag("nfc.silenceDetectBeep", \.nfc.silenceDetectBeep),
+    ]
+
+    /// `"green 1x100"`, `"off"`: one feedback pattern.
+    static func feedbackPattern(_ value: JSONValue, origin: String) throws(ConfigError) -> FeedbackPattern {
+        guard let s = value.stringValue else {
+            throw ConfigLoader.fail(origin, "a pattern string like \"green 1x100\"", value)
+        }
+        switch FeedbackPattern.parse(s) {
+        case .success(let parsed): return parsed
+        case .failure(let error): throw ConfigError("\(origin): \(error.message)")
+        }
+    }
+
+    /// `nfc.profiles`: `[{"reader": "<substring of the PC/SC name>", "profile": "acr122u"}, ...]`.
+    static func readerProfiles(_ value: JSONValue, origin: String) throws(ConfigError) -> [ReaderProfile.Rule] {
+        guard case .array(let items) = value else { throw ConfigError("\(origin): expected an array of objects") }
+        var rules: [ReaderProfile.Rule] = []
+        let names = ReaderProfile.allCases.map(\.rawValue).joined(separator: ", ")
+        for (index, item) in items.enumerated() {
+            let where_ = "\(origin)[\(index)]"
+            guard case .object(let members) = item else { throw ConfigError("\(where_): expected an object") }
+            for (key, _) in members where key != "reader" && key != "profile" {
+                throw ConfigError("\(where_): unknown key '\(key)'")
+            }
+            guard let reader = item["reader"]?.stringValue, !reader.isEmpty else {
+                throw ConfigError("\(where_).reader: expected a non-empty substring of a reader name")
+            }
+            guard let text = item["profile"]?.stringValue, let profile = ReaderProfile(rawValue: text) else {
+                throw ConfigError("\(where_).profile: expected one of \(names)")
+            }
+            rules.append(ReaderProfile.Rule(reader: reader, profile: profile))
+        }
+        return rules
+    }
+}
+
+extension BridgeConfig {
+    /// The `nfc` section.
+    public var nfc: NFCConfig {
+        get { sections[NFCConfig.self] }
+        set { sections[NFCConfig.self] = newValue }
+    }
+
+    /// The name the section's type had inside `BridgeConfig`.
+    public typealias NFC = NFCConfig
+}
