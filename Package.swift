@@ -10,9 +10,11 @@ let package = Package(
         .executable(name: "plings-bench", targets: ["plings-bench"]),
         // For the fuzz targets in Fuzz/ (a separate package that depends on this one by path).
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
-        // fuzz-evdev decodes with layouts compiled from xkb-data; fuzz-config loads the HID and NFC sections too.
+        // fuzz-evdev decodes with layouts compiled from xkb-data; fuzz-config loads the HID, NFC and MQTT sections
+        // too.
         .library(name: "HID", targets: ["HID"]),
         .library(name: "NFC", targets: ["NFC"]),
+        .library(name: "MQTT", targets: ["MQTT"]),
     ],
     targets: [
         // C libraries, one system-library target each.
@@ -41,14 +43,16 @@ let package = Package(
         .target(name: "BridgeCore"),
         // logfmt lines on stderr, shared by the I/O modules.
         .target(name: "Logging", dependencies: ["BridgeCore", "Platform"]),
-        // The contracts every read source (and, later, every sink) implements, and what they share.
-        .target(name: "Plugins", dependencies: ["BridgeCore", "Logging", "Platform"]),
+        // The contracts every read source and every sink implements, and what they share.
+        .target(name: "Plugins", dependencies: ["BridgeCore", "Logging", "Platform", "Spool"]),
         // The durable SQLite spool.
         .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite", "Platform"]),
         // Delivery to the API: HTTP client, delivery loop, backoff.
-        .target(name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim", "Platform"]),
+        .target(
+            name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim", "Platform", "Plugins"]),
         // Publishing scans and device health to an MQTT broker, from the spool (its own delivery state).
-        .target(name: "MQTT", dependencies: ["BridgeCore", "Logging", "Spool", "CMosquittoShim", "Platform"]),
+        .target(
+            name: "MQTT", dependencies: ["BridgeCore", "Logging", "Spool", "CMosquittoShim", "Platform", "Plugins"]),
         // The gpsd client (one connection on its own thread) and the fixed-location fallback.
         .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim", "Platform"]),
         // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
@@ -90,7 +94,7 @@ let package = Package(
         // The composition root: the configuration with every registered section, the source registry and set.
         .testTarget(
             name: "BridgeTests",
-            dependencies: ["Bridge", "BridgeCore", "HID", "NFC", "Plugins", "Platform", "BridgeTestSupport"]),
+            dependencies: ["Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Plugins", "Platform", "BridgeTestSupport"]),
         .testTarget(name: "PlatformTests", dependencies: ["Platform"]),
         .testTarget(
             name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Spool"]),

@@ -18,7 +18,11 @@ let package = Package(
             dependencies: [.product(name: "BridgeCore", package: "plings-bridge")]
                 + (name == "fuzz-evdev" ? [.product(name: "HID", package: "plings-bridge")] : [])
                 + (name == "fuzz-config"
-                    ? [.product(name: "HID", package: "plings-bridge"), .product(name: "NFC", package: "plings-bridge")]
+                    ? [
+                        .product(name: "HID", package: "plings-bridge"),
+                        .product(name: "NFC", package: "plings-bridge"),
+                        .product(name: "MQTT", package: "plings-bridge"),
+                    ]
                     : []),
             path: "Sources/\(name)")
     },

@@ -1,16 +1,14 @@
 import BridgeCore
-import Forwarder
 import Foundation
 import Location
 import Logging
-import MQTT
 import Platform
 import Plugins
 import Spool
 
 /// `plings-bridge run`: wires sources -> pipeline -> spool -> forwarder and lives until SIGTERM/SIGINT.
 ///
-/// Every long-running part is a `Service` in one `ServiceGroup`, started in order (location, delivery,
+/// Every long-running part is a `Service` in one `ServiceGroup`, started in order (location, the sinks,
 /// pipeline, sources, retention, status, watchdog) and stopped in reverse against one deadline: sources stop
 /// first (no new reads), the pipeline commits what it holds, in-flight deliveries finish or are abandoned.
 public final class BridgeService: Sendable {
@@ -55,33 +53,42 @@ public final class BridgeService: Sendable {
         let location = LocationSlot(config: config, logger: logger)
         // Wakes the status reporter after a commit (`status` shows the read at once); set once the reporter exists.
         let statusWake = Mutex<(@Sendable () -> Void)?>(nil)
-        let delivery = DeliverySlot(spool: spool, settings: settings.apiSettings(token: token), logger: logger)
-        let mqtt = MQTTSinkSlot(spool: spool, config: config, logger: logger)
+        // The sinks are made first (the pipeline wakes them after each commit); what they ask of the rest of the
+        // service (the device's status for MQTT, the whole status) is bound once the rest exists, before any
+        // starts.
+        let sinkView = Mutex<SinkView?>(nil)
+        let sinkContext = SinkContext(
+            spool: spool, logger: logger, configuration: SinkConfiguration(config: config, apiToken: token),
+            deviceStatus: { sink in sinkView.withLock { $0 }?.deviceStatus(sink) ?? .null },
+            status: { sinkView.withLock { $0 }?.status() ?? .null })
+        let sinks = SinkRegistry.modules.map { (key: $0.statusKey, sink: $0.make(sinkContext)) }
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
             fixProvider: location, debounce: SourceSet.debounceWindows(config), logger: logger,
             onCommitted: { _ in
-                delivery.wake()
-                mqtt.wake()
+                for (_, sink) in sinks { sink.wake() }
                 statusWake.withLock { $0 }?()
             }, timeSource: { location.readTime(now: $0) })
         let sources = SourceSet(config: config, logger: logger, commit: { pipeline.commit($0, then: $1) })
         let reporterSources = sources.reporterSources
         let current = self.current
         let configuration = self.configuration
-        mqtt.setStatus {
-            BridgeService.deviceStatus(
-                spool: spool, pipeline: pipeline, sources: reporterSources, gps: location.client,
-                config: current.withLock { $0 })
-        }
         let retention = PeriodicThread(name: "retention", interval: 3600) { [self] in pruneDelivered(spool) }
         let reporter = StatusReporter(
             statusPath: settings.statusPath, metricsPath: config.metrics.textfile,
             metricsInterval: config.metrics.interval, spool: spool,
-            pipeline: pipeline, forwarder: { delivery.forwarder }, mqtt: mqtt, sources: sources.reporterSources,
+            pipeline: pipeline, sinks: sinks, sources: sources.reporterSources,
             fixAge: { location.client.map { $0.status().fixAge ?? .infinity } }, location: { location.snapshot() },
             configuration: { configuration.withLock { $0.json } }, logger: logger)
         statusWake.withLock { $0 = { reporter.wake() } }
+        sinkView.withLock {
+            $0 = SinkView(
+                deviceStatus: { sink in
+                    BridgeService.deviceStatus(
+                        spool: spool, sink: sink, pipeline: pipeline, sources: reporterSources, gps: location.client,
+                        config: current.withLock { $0 })
+                }, status: { reporter.snapshot() })
+        }
         let systemd = SystemdNotifier()
         // The watchdog pings at half its period while the pipeline's commit thread is not stuck in a commit; a
         // wedged pipeline stops the pings and systemd restarts the service.
@@ -93,7 +100,8 @@ public final class BridgeService: Sendable {
         // Layers, started first to last and stopped last to first; the parts of one layer stop together. The
         // sinks start before the pipeline, so every read from now on is queued for the broker too; the sources
         // stop before the pipeline, which then commits what it holds before the sinks stop.
-        let group = ServiceGroup(layers: [[location], [delivery, mqtt], [pipeline], [sources, retention, reporter]])
+        let group = ServiceGroup(
+            layers: [[location], sinks.map(\.sink), [pipeline], [sources, retention, reporter]])
         // Starting blocks (a source waits for its devices): on a thread of its own, never the cooperative pool.
         await OwnThread.run(name: "start") { group.start() }
 
@@ -109,7 +117,7 @@ public final class BridgeService: Sendable {
                 // status file's new generation, written before READY=1.
                 systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(UInt64(MonotonicClock.now() * 1_000_000))")
                 await OwnThread.run(name: "reload") { [self] in
-                    reload(delivery: delivery, pipeline: pipeline, sources: sources, mqtt: mqtt, location: location)
+                    reload(sinks: sinks.map(\.sink), pipeline: pipeline, sources: sources, location: location)
                     reporter.refresh()
                 }
                 systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
@@ -131,12 +139,10 @@ public final class BridgeService: Sendable {
         return 0
     }
 
-    /// SIGHUP: reload the configuration. API settings (adding or removing `api.url` starts or stops delivery),
-    /// the token, hosts, sources and retention apply at once; a delivery pause ends. Keys read only at start
-    /// are named in one log line.
-    private func reload(
-        delivery: DeliverySlot, pipeline: Pipeline, sources: SourceSet, mqtt: MQTTSinkSlot, location: LocationSlot
-    ) {
+    /// SIGHUP: reload the configuration. Each sink applies its own part (adding or removing `api.url` starts or
+    /// stops delivery; a new token reaches it; a delivery pause ends), and hosts, sources and retention apply at
+    /// once. Keys read only at start are named in one log line.
+    private func reload(sinks: [any ScanSink], pipeline: Pipeline, sources: SourceSet, location: LocationSlot) {
         do {
             let (fresh, freshToken) = try reloadSettings()
             let previous = current.withLock { old -> BridgeConfig in
@@ -146,9 +152,8 @@ public final class BridgeService: Sendable {
             pipeline.update(
                 builder: ScanBuilder(parser: PlingsURLParser(hosts: fresh.config.hosts)),
                 debounce: SourceSet.debounceWindows(fresh.config))
-            delivery.apply(fresh.apiSettings(token: freshToken))
+            for sink in sinks { sink.apply(SinkConfiguration(config: fresh.config, apiToken: freshToken)) }
             sources.apply(fresh.config)
-            mqtt.apply(fresh.config)
             if location.apply(fresh.config) {
                 logger.info("location", [("state", BridgeService.describeLocation(fresh.config))])
             }
@@ -173,7 +178,7 @@ public final class BridgeService: Sendable {
     /// The keys a reload cannot apply to a running service (docs/configuration.md marks them): the core ones here,
     /// then each registered section's.
     static func keysNeedingRestart(from old: BridgeConfig, to new: BridgeConfig) -> [String] {
-        var keys = SourceRegistry.configSections.flatMap { $0.keysNeedingRestart(from: old, to: new) }
+        var keys = ConfigRegistry.sections.flatMap { $0.keysNeedingRestart(from: old, to: new) }
         if old.spool.synchronous != new.spool.synchronous { keys.append("spool.synchronous") }
         if old.metrics != new.metrics { keys.append("metrics") }
         return keys
@@ -225,4 +230,39 @@ public final class BridgeService: Sendable {
         }
         return text
     }
+}
+
+extension BridgeService {
+    /// The fields of a sink's device status (the retained `<base>/status` message of MQTT besides `online`,
+    /// docs/contracts.md): only what changes with the device's health, so the message is republished on change,
+    /// not on every read's timestamp. `unpublished` is what `sink`'s queue in the spool still holds.
+    static func deviceStatus(
+        spool: Spool, sink: String, pipeline: Pipeline, sources: [StatusReporter.Source], gps: GPSClient?,
+        config: BridgeConfig
+    ) -> JSONValue {
+        let counts = (try? spool.stats())?.counts ?? [:]
+        let unpublished = (try? spool.sinkStats())?.first { $0.name == sink }?.pending ?? 0
+        let lastRead = pipeline.currentTally.lastRead.values.map(\.time).max()
+        let fix: String = {
+            guard config.location.enabled else { return "disabled" }
+            if let gps, gps.status().fresh { return "gps" }
+            return config.location.fixed != nil ? "fixed" : "none"
+        }()
+        return .object([
+            ("version", .string(BridgeVersion.current)),
+            ("sources", .object(sources.map { ($0.kind, .bool($0.up())) })),
+            (
+                "spool",
+                .object([("pending", .integer(counts[.pending] ?? 0)), ("unpublished", .integer(unpublished))])
+            ),
+            ("lastReadAt", lastRead.map { .string(Timestamp.format($0)) } ?? .null),
+            ("fix", .string(fix)),
+        ])
+    }
+}
+
+/// What the sinks may ask of the rest of the service, bound once it exists.
+private struct SinkView: Sendable {
+    let deviceStatus: @Sendable (_ sink: String) -> JSONValue
+    let status: @Sendable () -> JSONValue
 }

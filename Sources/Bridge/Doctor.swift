@@ -7,12 +7,14 @@ import HID
 import Location
 import Logging
 import NFC
+import Plugins
 import Spool
 
 /// `plings-bridge doctor`: checks what a gate box needs, each with a one-line finding and the fix.
 ///
-/// Hardware checks are contributed by the source modules (`NFCDoctor`, `HIDDoctor`, `LocationDoctor`), so this
-/// file knows no PC/SC, udev or libgps. Nothing here changes the system; the CLI only prints the result.
+/// Hardware checks are contributed by the source modules (`NFCDoctor`, `HIDDoctor`, `LocationDoctor`) and the sinks'
+/// by the sink modules (the API's request, the broker's login), so this file knows no PC/SC, udev, libgps, HTTP or
+/// MQTT. Nothing here changes the system; the CLI only prints the result.
 public enum Doctor {
     /// Every check in `doctor`'s order. `settings` is nil when the configuration did not load (`configError`
     /// says why): then only that finding is reported. `logger` gets the gpsd connection's own lines.
@@ -33,8 +35,10 @@ public enum Doctor {
         guard let settings else { return checks }
         checks.append(spoolCheck(settings))
         checks.append(diskCheck(settings))
-        checks.append(contentsOf: apiChecks(settings, token: token, unreadableToken: unreadableToken))
-        checks.append(mqttCheck(settings))
+        let sinkDoctor = SinkDoctorContext(
+            configuration: SinkConfiguration(config: settings.config, apiToken: token),
+            unreadableToken: unreadableToken, logger: logger)
+        for sink in SinkRegistry.modules { checks.append(contentsOf: sink.doctor(sinkDoctor)) }
         checks.append(contentsOf: tokenChecks(settings, environment: environment))
         let config = settings.config
         for source in SourceRegistry.modules { checks.append(contentsOf: source.doctor(config, logger)) }
@@ -137,65 +141,6 @@ public enum Doctor {
         }
         if free < 200 { return DoctorCheck("disk", .warn, text, fix: "free disk space or purge delivered scans") }
         return DoctorCheck("disk", .ok, text)
-    }
-
-    static func apiChecks(_ settings: Settings, token: String?, unreadableToken: String? = nil) -> [DoctorCheck] {
-        if let url = settings.config.api.url, token == nil, let path = unreadableToken {
-            return [
-                DoctorCheck(
-                    "api", .skip,
-                    "api.url is \(url); this user cannot read the token file \(path), so the token is not checked "
-                        + "(the service reads it)",
-                    fix: "run doctor as root to check the token: sudo plings-bridge doctor")
-            ]
-        }
-        guard let api = settings.apiSettings(token: token) else {
-            return [
-                DoctorCheck(
-                    "api", .skip, "no api.url: scans stay in the local spool", fix: "set api.url and a token to deliver"
-                )
-            ]
-        }
-        guard let client = HTTPClient() else { return [DoctorCheck("api", .fail, "cannot create an HTTP client")] }
-        // A harmless request: every GraphQL server answers `{ __typename }`; the token is checked all the same.
-        let body = Array(#"{"query":"query { __typename }"}"#.utf8)
-        var headers = Delivery.headers(settings: api, scanID: "doctor-\(UUID().uuidString.lowercased())")
-        headers.removeAll { $0.hasPrefix("Idempotency-Key") }
-        do {
-            let response = try client.post(
-                url: api.url, headers: headers, body: body, timeout: min(api.timeout, 10),
-                allowHTTP: api.allowInsecureHTTP)
-            switch response.status {
-            case 200..<300:
-                return [DoctorCheck("api", .ok, "\(api.url) reachable, token accepted (HTTP \(response.status))")]
-            case 401, 403:
-                return [
-                    DoctorCheck(
-                        "api", .fail, "\(api.url) refused the token (HTTP \(response.status))",
-                        fix: "put a valid token in /etc/plings-bridge/token (or api.tokenFile) and reload")
-                ]
-            case 300..<400:
-                return [
-                    DoctorCheck(
-                        "api", .fail,
-                        "\(api.url) redirects (HTTP \(response.status)) to \(response.location ?? "no Location"): "
-                            + "delivery pauses (redirects are never followed)",
-                        fix: "set api.url to the final URL and reload")
-                ]
-            default:
-                return [
-                    DoctorCheck(
-                        "api", .warn, "\(api.url) answered HTTP \(response.status)",
-                        fix: "check api.url and the API's status")
-                ]
-            }
-        } catch {
-            return [
-                DoctorCheck(
-                    "api", .fail, "\(api.url) not reachable: \(error.description)",
-                    fix: "check the network, DNS and api.url; scans are kept in the spool meanwhile")
-            ]
-        }
     }
 
     static let udevRulePaths = [

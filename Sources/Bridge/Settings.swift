@@ -2,6 +2,7 @@ import BridgeCore
 import Forwarder
 import Foundation
 import HID
+import Plugins
 
 /// Loads the configuration as docs/contracts.md, "Configuration" says: JSON file, then environment, then flags.
 public struct Settings: Sendable {
@@ -30,7 +31,7 @@ public struct Settings: Sendable {
         configPath: String?, flags: [(flag: String, path: String, value: JSONValue)],
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(ConfigError) -> Settings {
-        var loader = ConfigLoader(sections: SourceRegistry.configSections)
+        var loader = ConfigLoader(sections: ConfigRegistry.sections)
         var path = configPath ?? environment["PLINGS_BRIDGE_CONFIG"]
         if path == nil, FileManager.default.fileExists(atPath: defaultConfigPath) { path = defaultConfigPath }
         if let path {
@@ -82,11 +83,7 @@ public struct Settings: Sendable {
 
     /// The forwarder's settings, or nil when no API is configured (local spool only).
     public func apiSettings(token: String?) -> APISettings? {
-        guard let url = config.api.url, let token else { return nil }
-        return APISettings(
-            url: url, token: token, document: config.api.document, timeout: config.api.timeout,
-            concurrency: config.api.concurrency, allowInsecureHTTP: config.api.allowInsecureHTTP,
-            userAgent: BridgeVersion.userAgent)
+        APISettings(SinkConfiguration(config: config, apiToken: token))
     }
 
     /// Checks that need several keys at once.
@@ -94,7 +91,6 @@ public struct Settings: Sendable {
         if let url = config.api.url {
             try APIEndpoint.validate(url, allowInsecureHTTP: config.api.allowInsecureHTTP)
         }
-        try MQTTConfig.validate(config.mqtt)
     }
 
     /// `$STATE_DIRECTORY/spool.sqlite` under systemd, else the service's spool on an installed system, else
@@ -128,7 +124,7 @@ public enum APIEndpoint {
                 throw ConfigError(
                     "api.url uses http://; set api.allowInsecureHTTP (loopback hosts only) or use https://")
             }
-            guard isLoopback(host) else {
+            guard LoopbackHost.contains(host) else {
                 throw ConfigError("api.url: http:// is allowed only to loopback addresses, not '\(host)'")
             }
         default:
@@ -136,10 +132,4 @@ public enum APIEndpoint {
         }
     }
 
-    static func isLoopback(_ host: String) -> Bool {
-        let h = host.lowercased().trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
-        if h == "localhost" || h == "::1" { return true }
-        let octets = h.split(separator: ".", omittingEmptySubsequences: false)
-        return octets.count == 4 && octets[0] == "127" && octets.allSatisfy { UInt8($0) != nil }
-    }
 }

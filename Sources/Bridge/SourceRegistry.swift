@@ -8,9 +8,6 @@ import Plugins
 public enum SourceRegistry {
     public static let modules: [ReadSourceModule] = [.nfc, .hid]
 
-    /// The configuration sections the modules own, for the loader.
-    public static var configSections: [any ConfigSection.Type] { modules.map(\.configSection) }
-
     /// The module for `kind`, nil for `manual` and unknown kinds.
     public static func module(_ kind: SourceKind) -> ReadSourceModule? { modules.first { $0.kind == kind } }
 }

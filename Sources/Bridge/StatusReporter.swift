@@ -1,9 +1,8 @@
 import BridgeCore
-import Forwarder
 import Foundation
 import Logging
-import MQTT
 import Platform
+import Plugins
 import Spool
 
 /// Keeps the running service's status snapshot (`plings-bridge status`) and Prometheus metrics up to date.
@@ -47,8 +46,8 @@ public final class StatusReporter: Service {
     let metricsInterval: Double
     let spool: Spool
     let pipeline: Pipeline
-    let forwarder: @Sendable () -> Forwarder?
-    let mqtt: MQTTSinkSlot?
+    /// The running sinks with their `status` members, in the registry's order.
+    let sinks: [(key: String, sink: any ScanSink)]
     let sources: [Source]
     let fixAge: @Sendable () -> Double?
     let location: @Sendable () -> JSONValue
@@ -64,19 +63,18 @@ public final class StatusReporter: Service {
 
     public init(
         statusPath: String, metricsPath: String?, metricsInterval: Double = 15, spool: Spool, pipeline: Pipeline,
-        forwarder: @escaping @Sendable () -> Forwarder?, mqtt: MQTTSinkSlot? = nil, sources: [Source],
+        sinks: [(key: String, sink: any ScanSink)] = [], sources: [Source],
         fixAge: @escaping @Sendable () -> Double?, location: @escaping @Sendable () -> JSONValue = { .null },
         configuration: @escaping @Sendable () -> JSONValue = { .null }, logger: Logger
     ) {
         self.location = location
         self.configuration = configuration
-        self.mqtt = mqtt
         self.statusPath = statusPath
         self.metricsPath = metricsPath
         self.metricsInterval = metricsInterval
         self.spool = spool
         self.pipeline = pipeline
-        self.forwarder = forwarder
+        self.sinks = sinks
         self.sources = sources
         self.fixAge = fixAge
         self.logger = logger
@@ -153,23 +151,6 @@ public final class StatusReporter: Service {
     func snapshot() -> JSONValue {
         let stats = try? spool.stats()
         let tally = pipeline.currentTally
-        var delivery: JSONValue = .object([("state", .string("local spool only"))])
-        if let forwarder = forwarder() {
-            let health = forwarder.currentHealth
-            let fstats = forwarder.currentStats
-            let (state, reason): (String, String?) = {
-                switch health {
-                case .healthy: return ("delivering", nil)
-                case .failing(let reason, _): return ("failing", reason)
-                case .paused(let reason, _): return ("paused", reason)
-                }
-            }()
-            delivery = .object([
-                ("state", .string(state)), ("reason", reason.map(JSONValue.string) ?? .null),
-                ("attempts", .integer(fstats.attempts)), ("delivered", .integer(fstats.delivered)),
-                ("dead", .integer(fstats.dead)), ("failures", .integer(fstats.failures)),
-            ])
-        }
         let lastReads = tally.lastRead.sorted { $0.key < $1.key }.map { device, value in
             (
                 device.description,
@@ -178,7 +159,7 @@ public final class StatusReporter: Service {
                 ])
             )
         }
-        return .object([
+        var members: [(String, JSONValue)] = [
             ("pid", .integer(Int(getpid()))),
             ("version", .string(BridgeVersion.current)),
             ("startedAt", .string(Timestamp.format(started))),
@@ -194,8 +175,10 @@ public final class StatusReporter: Service {
             ),
             ("config", configuration()),
             ("location", location()),
-            ("delivery", delivery),
-            ("mqtt", mqttSnapshot()),
+        ]
+        // One member per sink ("delivery", "mqtt"), as docs/contracts.md lists them.
+        members += sinks.map { ($0.key, $0.sink.statusEntry) }
+        members += [
             (
                 "sources",
                 .array(
@@ -219,58 +202,8 @@ public final class StatusReporter: Service {
                     ])
                 } ?? .null
             ),
-        ])
-    }
-
-    /// The MQTT sink's health from the running sink and its queue from the spool; null when not configured.
-    func mqttSnapshot() -> JSONValue {
-        guard let sink = mqtt?.current else { return .null }
-        let (state, reason): (String, String?) = {
-            switch sink.currentHealth {
-            case .connecting: return ("connecting", nil)
-            case .connected: return ("publishing", nil)
-            case .failing(let reason, _): return ("failing", reason)
-            case .paused(let reason, _): return ("paused", reason)
-            }
-        }()
-        let queue = (try? spool.sinkStats())?.first { $0.name == MQTTSink.sinkName }
-        let stats = sink.currentStats
-        return .object([
-            ("state", .string(state)), ("reason", reason.map(JSONValue.string) ?? .null),
-            ("broker", .string(sink.settings.endpoint)), ("topics", .string(sink.settings.topicBase)),
-            ("pending", .integer(queue?.pending ?? 0)), ("published", .integer(stats.published)),
-            ("acknowledged", .integer(stats.acknowledged)),
-        ])
-    }
-
-    /// The broker sink's state (one series per state, 1 for the current one), queue and counters.
-    func mqttMetrics(_ sink: MQTTSink, into m: inout MetricsText) {
-        let health = sink.currentHealth
-        for state in ["connecting", "publishing", "failing", "paused"] {
-            let current: Bool = {
-                switch health {
-                case .connecting: return state == "connecting"
-                case .connected: return state == "publishing"
-                case .failing: return state == "failing"
-                case .paused: return state == "paused"
-                }
-            }()
-            m.add(
-                "plings_bridge_mqtt_state", current ? 1 : 0, labels: [("state", state)],
-                help: "1 for the MQTT sink's current state (as `status` shows it)")
-        }
-        let queue = (try? spool.sinkStats())?.first { $0.name == MQTTSink.sinkName }
-        m.add("plings_bridge_mqtt_pending", Double(queue?.pending ?? 0), help: "Scans queued for the MQTT broker")
-        let stats = sink.currentStats
-        m.add(
-            "plings_bridge_mqtt_published_total", Double(stats.published),
-            help: "Scan messages handed to the broker connection (repeats included)", type: "counter")
-        m.add(
-            "plings_bridge_mqtt_acknowledged_total", Double(stats.acknowledged),
-            help: "Scan messages the broker acknowledged (PUBACK)", type: "counter")
-        m.add(
-            "plings_bridge_mqtt_connects_total", Double(stats.connects), help: "Connections the broker accepted",
-            type: "counter")
+        ]
+        return .object(members)
     }
 
     func metrics(up: Bool) -> String {
@@ -310,11 +243,7 @@ public final class StatusReporter: Service {
                 "plings_bridge_delivery_failures_total", Double(totals.failures),
                 help: "Recorded delivery attempts that left the scan pending for a retry", type: "counter")
         }
-        if let forwarder = forwarder() {
-            let healthy: Double = { if case .healthy = forwarder.currentHealth { return 1 } else { return 0 } }()
-            m.add("plings_bridge_delivery_healthy", healthy, help: "1 while the API accepts scans")
-        }
-        if let sink = mqtt?.current { mqttMetrics(sink, into: &m) }
+        for (_, sink) in sinks { sink.addMetrics(to: &m) }
         // Present whenever gpsd is asked: +Inf until the first fix, so "no fix" is a value an alert can see.
         if let age = fixAge() {
             m.add("plings_bridge_gps_fix_age_seconds", age, help: "Age of the latest GPS fix (+Inf before the first)")

@@ -1,4 +1,5 @@
 import Bridge
+import BridgeCore
 import Foundation
 
 /// plings-bridge(1) and the bash completion, made from the command table (`CLI.commands`), so neither can

@@ -1,6 +1,7 @@
 import Bridge
 import Foundation
 import HID
+import MQTT
 import NFC
 import Testing
 
@@ -101,7 +102,7 @@ struct ConfigEveryKeyTests {
     }
 
     @Test func everyKeyOfTheLoaderHasACaseHere() {
-        let loaderKeys = Set(ConfigLoader(sections: SourceRegistry.configSections).schema.map(\.path))
+        let loaderKeys = Set(ConfigLoader(sections: ConfigRegistry.sections).schema.map(\.path))
         let tested = Set(Self.cases.map(\.path))
         #expect(loaderKeys.subtracting(tested).isEmpty, "keys without a case: \(loaderKeys.subtracting(tested))")
         #expect(tested.subtracting(loaderKeys).isEmpty, "cases for unknown keys: \(tested.subtracting(loaderKeys))")
@@ -111,7 +112,7 @@ struct ConfigEveryKeyTests {
     func keyFromTheFileArrives(_ path: String) throws {
         let entry = try #require(Self.cases.first { $0.path == path })
         #expect(!entry.arrived(BridgeConfig()), "\(path): the test value must differ from the default")
-        var loader = ConfigLoader(sections: SourceRegistry.configSections)
+        var loader = ConfigLoader(sections: ConfigRegistry.sections)
         try loader.applyFile(Array(Self.document(path, entry.json).utf8), origin: "every-key.json")
         #expect(entry.arrived(loader.config), "\(path) from the file did not arrive")
     }
@@ -120,7 +121,7 @@ struct ConfigEveryKeyTests {
     func keyFromTheEnvironmentArrives(_ path: String) throws {
         let entry = try #require(Self.cases.first { $0.path == path })
         let text = try #require(entry.text)
-        var loader = ConfigLoader(sections: SourceRegistry.configSections)
+        var loader = ConfigLoader(sections: ConfigRegistry.sections)
         try loader.applyEnvironment([ConfigLoader.environmentName(for: path): text])
         #expect(entry.arrived(loader.config), "\(path) from the environment did not arrive")
     }
@@ -129,7 +130,7 @@ struct ConfigEveryKeyTests {
     @Test func fileOnlyKeysAreRefusedFromTheEnvironment() {
         for entry in Self.cases where entry.text == nil {
             let name = ConfigLoader.environmentName(for: entry.path)
-            var loader = ConfigLoader(sections: SourceRegistry.configSections)
+            var loader = ConfigLoader(sections: ConfigRegistry.sections)
             #expect(throws: ConfigError.self, "\(name) was accepted") {
                 try loader.applyEnvironment([name: "x"])
             }
@@ -166,7 +167,7 @@ struct ConfigDocumentationTests {
 
     @Test func everyKeyIsDocumentedAndEveryDocumentedKeyExists() throws {
         let documented = try Self.documentedKeys()
-        let known = Set(ConfigLoader(sections: SourceRegistry.configSections).schema.map(\.path))
+        let known = Set(ConfigLoader(sections: ConfigRegistry.sections).schema.map(\.path))
         #expect(known.subtracting(documented).isEmpty, "undocumented: \(known.subtracting(documented).sorted())")
         #expect(documented.subtracting(known).isEmpty, "documented, unknown: \(documented.subtracting(known).sorted())")
     }

@@ -8,7 +8,7 @@ import Testing
 
 struct ConfigTests {
     func load(_ json: String) throws(ConfigError) -> BridgeConfig {
-        var loader = ConfigLoader(sections: SourceRegistry.configSections)
+        var loader = ConfigLoader(sections: ConfigRegistry.sections)
         try loader.applyFile(Array(json.utf8), origin: "test.json")
         return loader.config
     }
@@ -100,7 +100,7 @@ struct ConfigTests {
     }
 
     @Test func environmentAndFlagsOverrideInOrder() throws {
-        var loader = ConfigLoader(sections: SourceRegistry.configSections)
+        var loader = ConfigLoader(sections: ConfigRegistry.sections)
         try loader.applyFile(Array(#"{"nfc":{"debounce":5},"location":{"gpsd":"10.0.0.1:1"}}"#.utf8), origin: "f")
         try loader.applyEnvironment([
             "PLINGS_BRIDGE_NFC_DEBOUNCE": "3", "PLINGS_BRIDGE_LOCATION_GPSD": "127.0.0.1:2", "PATH": "/bin",
@@ -117,7 +117,7 @@ struct ConfigTests {
     }
 
     @Test func environmentErrorsNameTheVariable() {
-        var loader = ConfigLoader(sections: SourceRegistry.configSections)
+        var loader = ConfigLoader(sections: ConfigRegistry.sections)
         #expect(throws: ConfigError("unknown environment variable PLINGS_BRIDGE_NFC_DEBOUCE")) {
             try loader.applyEnvironment(["PLINGS_BRIDGE_NFC_DEBOUCE": "1"])
         }
@@ -172,7 +172,7 @@ struct ConfigTests {
             }
             let text = tokens.joined()
             let isObject = RFC8259Grammar.matches(Array(text.utf8)) && text.hasPrefix("{")
-            var loader = ConfigLoader(sections: SourceRegistry.configSections)
+            var loader = ConfigLoader(sections: ConfigRegistry.sections)
             do throws(ConfigError) {
                 try loader.applyFile(Array(text.utf8), origin: "fuzz")
                 loaded += 1

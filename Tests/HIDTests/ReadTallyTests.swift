@@ -42,7 +42,7 @@ struct ReadTallyTests {
 
         let reporter = StatusReporter(
             statusPath: dir.file("status.json"), metricsPath: nil, spool: spool, pipeline: pipeline,
-            forwarder: { nil }, sources: [], fixAge: { nil }, logger: logger)
+            sources: [], fixAge: { nil }, logger: logger)
         let status = reporter.snapshot()
         #expect(status["reads"]?["hid/pending"]?.intValue == 1)
         #expect(status["reads"]?["hid/debounced"]?.intValue == 1)

@@ -5,10 +5,9 @@ public struct BridgeConfig: Sendable, Equatable {
     public var spool = Spool()
     public var location = Location()
     public var metrics = Metrics()
-    public var mqtt = MQTT()
     /// Accepted Plings URL hosts (replaces the default list when configured).
     public var hosts: [String] = ["s.plings.io"]
-    /// The sections modules own (`nfc`, `hid`, ...), each read through the property its module declares.
+    /// The sections modules own (`nfc`, `hid`, `mqtt`, ...), each read through the property its module declares.
     public var sections = ConfigSections()
 
     public init() {}
@@ -48,24 +47,6 @@ public struct BridgeConfig: Sendable, Equatable {
         public var fixed: LocationFix?
         /// Take the scan time from a fresh GPS fix when the system clock is found unsynchronised.
         public var timeFromGPS = false
-    }
-
-    /// `mqtt`: publishing scans and device health to an MQTT broker. No `url` means no MQTT.
-    public struct MQTT: Sendable, Equatable {
-        /// `mqtt://host[:1883]` (loopback only unless `allowInsecure`) or `mqtts://host[:8883]`.
-        public var url: String?
-        public var allowInsecure = false
-        public var site = "default"
-        /// nil: a stable id of the box, from /etc/machine-id (hashed).
-        public var deviceId: String?
-        public var topicPrefix = "plings"
-        public var usernameFile: String?
-        public var passwordFile: String?
-        public var caFile: String?
-        public var certFile: String?
-        public var keyFile: String?
-        public var keepalive = 60
-        public var maxInflight = 20
     }
 
     /// `metrics`: Prometheus textfile output.

@@ -71,18 +71,6 @@ public struct ConfigLoader {
         flag("location.timeFromGPS", \.location.timeFromGPS),
         optionalText("metrics.textfile", \.metrics.textfile),
         number("metrics.interval", 1...3600, \.metrics.interval),
-        optionalText("mqtt.url", \.mqtt.url),
-        flag("mqtt.allowInsecure", \.mqtt.allowInsecure),
-        text("mqtt.site", \.mqtt.site) { topicProblem($0, allowLevels: false) },
-        optionalText("mqtt.deviceId", \.mqtt.deviceId) { topicProblem($0, allowLevels: false) },
-        text("mqtt.topicPrefix", \.mqtt.topicPrefix) { topicProblem($0, allowLevels: true) },
-        optionalText("mqtt.usernameFile", \.mqtt.usernameFile),
-        optionalText("mqtt.passwordFile", \.mqtt.passwordFile),
-        optionalText("mqtt.caFile", \.mqtt.caFile),
-        optionalText("mqtt.certFile", \.mqtt.certFile),
-        optionalText("mqtt.keyFile", \.mqtt.keyFile),
-        integer("mqtt.keepalive", 5...3600, \.mqtt.keepalive),
-        integer("mqtt.maxInflight", 1...65_535, \.mqtt.maxInflight),
         list("hosts", \.hosts, ifEmpty: "at least one host is needed") { $0.lowercased() },
     ]
 
@@ -418,19 +406,6 @@ public struct ConfigLoader {
         guard let value else { return "is missing" }
         if value.doubleValue != nil { return "is \(value.encoded())" }
         return "is \(value.typeName)"
-    }
-
-    /// Why `text` cannot be part of an MQTT topic name (MQTT 3.1.1/5.0 section 4.7: no wildcards, no NUL; our own
-    /// levels must not be empty or split further unless `allowLevels`), or nil.
-    static func topicProblem(_ text: String, allowLevels: Bool) -> String? {
-        if text.contains("+") || text.contains("#") || text.contains("\u{0}") {
-            return "'\(text.prefix(64))' contains a wildcard (+ or #) or NUL, not allowed in an MQTT topic"
-        }
-        if !allowLevels, text.contains("/") { return "'\(text.prefix(64))' must be one topic level (no '/')" }
-        if text.hasPrefix("/") || text.hasSuffix("/") || text.contains("//") {
-            return "'\(text.prefix(64))' must not start or end with '/' or contain an empty level"
-        }
-        return nil
     }
 }
 

@@ -1,12 +1,49 @@
 import BridgeCore
 import Foundation
-import MQTT
 
-/// The `mqtt` section's checks and its resolution into `MQTTSettings` (credentials read from their files).
-public enum MQTTConfig {
+/// `mqtt`: publishing scans and device health to an MQTT broker (docs/configuration.md, "`mqtt`"). No `url` means
+/// no MQTT. The section's keys, its checks across keys, and its resolution into `MQTTSettings` (credentials read
+/// from their files).
+public struct MQTTConfig: ConfigSection {
+    /// `mqtt://host[:1883]` (loopback only unless `allowInsecure`) or `mqtts://host[:8883]`.
+    public var url: String?
+    public var allowInsecure = false
+    public var site = "default"
+    /// nil: a stable id of the box, from /etc/machine-id (hashed).
+    public var deviceId: String?
+    public var topicPrefix = "plings"
+    public var usernameFile: String?
+    public var passwordFile: String?
+    public var caFile: String?
+    public var certFile: String?
+    public var keyFile: String?
+    public var keepalive = 60
+    public var maxInflight = 20
+
+    public init() {}
+
+    public static let name = "mqtt"
+
+    public static let keys: [ConfigLoader.Key] = [
+        ConfigLoader.optionalText("mqtt.url", \.mqtt.url),
+        ConfigLoader.flag("mqtt.allowInsecure", \.mqtt.allowInsecure),
+        ConfigLoader.text("mqtt.site", \.mqtt.site) { topicProblem($0, allowLevels: false) },
+        ConfigLoader.optionalText("mqtt.deviceId", \.mqtt.deviceId) { topicProblem($0, allowLevels: false) },
+        ConfigLoader.text("mqtt.topicPrefix", \.mqtt.topicPrefix) { topicProblem($0, allowLevels: true) },
+        ConfigLoader.optionalText("mqtt.usernameFile", \.mqtt.usernameFile),
+        ConfigLoader.optionalText("mqtt.passwordFile", \.mqtt.passwordFile),
+        ConfigLoader.optionalText("mqtt.caFile", \.mqtt.caFile),
+        ConfigLoader.optionalText("mqtt.certFile", \.mqtt.certFile),
+        ConfigLoader.optionalText("mqtt.keyFile", \.mqtt.keyFile),
+        ConfigLoader.integer("mqtt.keepalive", 5...3600, \.mqtt.keepalive),
+        ConfigLoader.integer("mqtt.maxInflight", 1...65_535, \.mqtt.maxInflight),
+    ]
+
+    public static func validate(_ config: BridgeConfig) throws(ConfigError) { try validate(config.mqtt) }
+
     /// Checks that need several `mqtt` keys at once: the URL's scheme and host, plain TCP only to loopback unless
     /// `allowInsecure`, TLS files only with `mqtts://`, a key with its certificate.
-    static func validate(_ mqtt: BridgeConfig.MQTT) throws(ConfigError) {
+    static func validate(_ mqtt: MQTTConfig) throws(ConfigError) {
         guard let url = mqtt.url else { return }
         let endpoint = try parse(url)
         if !endpoint.tls {
@@ -14,7 +51,7 @@ public enum MQTTConfig {
                 throw ConfigError(
                     "mqtt.url uses mqtt:// (plain TCP); use mqtts:// or set mqtt.allowInsecure (loopback only)")
             }
-            guard APIEndpoint.isLoopback(endpoint.host) else {
+            guard LoopbackHost.contains(endpoint.host) else {
                 throw ConfigError("mqtt.url: mqtt:// is allowed only to loopback addresses, not '\(endpoint.host)'")
             }
             if mqtt.caFile != nil || mqtt.certFile != nil || mqtt.keyFile != nil {
@@ -85,5 +122,26 @@ public enum MQTTConfig {
         let text = String(decoding: data, as: UTF8.self).trimmingASCIIWhitespace()
         guard !text.isEmpty else { throw ConfigError("\(key): \(path) is empty") }
         return text
+    }
+
+    /// Why `text` cannot be part of an MQTT topic name (MQTT 3.1.1/5.0 section 4.7: no wildcards, no NUL; our own
+    /// levels must not be empty or split further unless `allowLevels`), or nil.
+    static func topicProblem(_ text: String, allowLevels: Bool) -> String? {
+        if text.contains("+") || text.contains("#") || text.contains("\u{0}") {
+            return "'\(text.prefix(64))' contains a wildcard (+ or #) or NUL, not allowed in an MQTT topic"
+        }
+        if !allowLevels, text.contains("/") { return "'\(text.prefix(64))' must be one topic level (no '/')" }
+        if text.hasPrefix("/") || text.hasSuffix("/") || text.contains("//") {
+            return "'\(text.prefix(64))' must not start or end with '/' or contain an empty level"
+        }
+        return nil
+    }
+}
+
+extension BridgeConfig {
+    /// The `mqtt` section.
+    public var mqtt: MQTTConfig {
+        get { sections[MQTTConfig.self] }
+        set { sections[MQTTConfig.self] = newValue }
     }
 }

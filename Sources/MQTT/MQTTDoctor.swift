@@ -1,24 +1,26 @@
 import BridgeCore
 import Foundation
-import MQTT
+import Plugins
 
-extension Doctor {
+/// `doctor`'s broker check, read-only for the running service (its own client id).
+enum MQTTDoctor {
     /// Connects to the configured broker, logs in and publishes one QoS 1 message to `<base>/doctor`.
-    static func mqttCheck(_ settings: Settings) -> DoctorCheck {
+    static func check(_ context: SinkDoctorContext) -> DoctorCheck {
+        let config = context.configuration.config
         let mqtt: MQTTSettings
         do {
-            guard let resolved = try MQTTConfig.settings(settings.config) else {
+            guard let resolved = try MQTTConfig.settings(config) else {
                 return DoctorCheck("mqtt", .skip, "no mqtt.url: scans are not published to a broker")
             }
             mqtt = resolved
         } catch {
             // A member of group plings may not read the service's broker credentials (plings:plings 0600): say
             // what could not be checked instead of failing the check.
-            let credentials = [settings.config.mqtt.usernameFile, settings.config.mqtt.passwordFile].compactMap { $0 }
+            let credentials = [config.mqtt.usernameFile, config.mqtt.passwordFile].compactMap { $0 }
             if let path = credentials.first(where: { access($0, F_OK) == 0 && access($0, R_OK) != 0 }) {
                 return DoctorCheck(
                     "mqtt", .skip,
-                    "mqtt.url is \(settings.config.mqtt.url ?? ""); this user cannot read \(path), so the broker "
+                    "mqtt.url is \(config.mqtt.url ?? ""); this user cannot read \(path), so the broker "
                         + "login is not checked (the service reads it)",
                     fix: "run doctor as root to check the broker login: sudo plings-bridge doctor")
             }

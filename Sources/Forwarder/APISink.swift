@@ -1,13 +1,35 @@
 import BridgeCore
-import Forwarder
+import Foundation
 import Logging
 import Platform
+import Plugins
 import Spool
+
+extension ScanSinkModule {
+    /// The Plings API (`api` section): each pending scan sent as a `resolveIdentifier` mutation, in capture order
+    /// per identifier. Its status member is `delivery`.
+    public static let api = ScanSinkModule(
+        name: "api", statusKey: "delivery", configSection: nil,
+        make: { APISink(spool: $0.spool, settings: APISettings($0.configuration), logger: $0.logger) },
+        doctor: { APIDoctor.checks($0) })
+}
+
+extension APISettings {
+    /// The forwarder's settings from the configuration and token, or nil when no API is configured (local spool
+    /// only) or no token is loaded.
+    public init?(_ configuration: SinkConfiguration) {
+        let api = configuration.config.api
+        guard let url = api.url, let token = configuration.apiToken else { return nil }
+        self.init(
+            url: url, token: token, document: api.document, timeout: api.timeout, concurrency: api.concurrency,
+            allowInsecureHTTP: api.allowInsecureHTTP, userAgent: BridgeVersion.userAgent)
+    }
+}
 
 /// The API forwarder, present while `api.url` is configured. A reload that adds the URL starts one, a reload
 /// that removes it stops it (scans then stay in the local spool), and any other change of the API settings or
 /// the token reaches the running one (`Forwarder.reload`).
-final class DeliverySlot: Service {
+final class APISink: ScanSink {
     let name = "forwarder"
     private let spool: Spool
     private let logger: Logger
@@ -21,7 +43,7 @@ final class DeliverySlot: Service {
         current = Mutex(settings.map { Forwarder(spool: spool, settings: $0, logger: logger) })
     }
 
-    /// The running forwarder, if any (for `status`, metrics and the pipeline's wake-ups).
+    /// The running forwarder, if any.
     var forwarder: Forwarder? { current.withLock { $0 } }
 
     func start() {
@@ -41,8 +63,10 @@ final class DeliverySlot: Service {
     /// A scan was committed.
     func wake() { forwarder?.wake() }
 
+    func apply(_ configuration: SinkConfiguration) { apply(APISettings(configuration)) }
+
     /// Applies reloaded API settings (nil: no `api.url`).
-    func apply(_ settings: APISettings?) {
+    private func apply(_ settings: APISettings?) {
         guard running.withLock({ $0 }) else { return }
         switch (forwarder, settings) {
         case (nil, nil):
@@ -67,5 +91,29 @@ final class DeliverySlot: Service {
         case (let running?, let settings?):
             running.reload(settings: settings)
         }
+    }
+
+    /// `delivery`: the forwarder's health and counters, or "local spool only" without an API.
+    var statusEntry: JSONValue {
+        guard let forwarder else { return .object([("state", .string("local spool only"))]) }
+        let stats = forwarder.currentStats
+        let (state, reason): (String, String?) = {
+            switch forwarder.currentHealth {
+            case .healthy: return ("delivering", nil)
+            case .failing(let reason, _): return ("failing", reason)
+            case .paused(let reason, _): return ("paused", reason)
+            }
+        }()
+        return .object([
+            ("state", .string(state)), ("reason", reason.map(JSONValue.string) ?? .null),
+            ("attempts", .integer(stats.attempts)), ("delivered", .integer(stats.delivered)),
+            ("dead", .integer(stats.dead)), ("failures", .integer(stats.failures)),
+        ])
+    }
+
+    func addMetrics(to metrics: inout MetricsText) {
+        guard let forwarder else { return }
+        let healthy: Double = { if case .healthy = forwarder.currentHealth { return 1 } else { return 0 } }()
+        metrics.add("plings_bridge_delivery_healthy", healthy, help: "1 while the API accepts scans")
     }
 }

@@ -1,0 +1,110 @@
+import BridgeCore
+import Logging
+import Platform
+import Spool
+
+/// Anything that consumes committed scans (the Plings API, an MQTT broker, ...): a `Service` in the group's sink
+/// layer, started before the pipeline and stopped after it. A sink reads what it needs from the spool (every
+/// committed scan is there first) and is woken after each commit; it owns its threads, and blocking work never runs
+/// on Swift's cooperative pool.
+public protocol ScanSink: Service {
+    /// Scans were committed: look at the spool again. Never blocks (it runs on the pipeline's commit thread).
+    func wake()
+    /// A reload: start, stop or reconfigure what `configuration` asks for. May block: it is called on a thread of
+    /// its own, never the cooperative pool.
+    func apply(_ configuration: SinkConfiguration)
+    /// Its member of `status` (docs/contracts.md), `.null` where the contract allows a sink that is not configured.
+    var statusEntry: JSONValue { get }
+    /// Adds its metric families (docs/operations.md lists every one).
+    func addMetrics(to metrics: inout MetricsText)
+}
+
+extension ScanSink {
+    public func addMetrics(to metrics: inout MetricsText) {}
+}
+
+/// The configuration a sink runs with: the whole file's, and the API token loaded beside it (from its file, the
+/// environment or systemd's credential; never logged).
+public struct SinkConfiguration: Sendable {
+    public let config: BridgeConfig
+    public let apiToken: String?
+
+    public init(config: BridgeConfig, apiToken: String?) {
+        self.config = config
+        self.apiToken = apiToken
+    }
+}
+
+/// What a sink is given when it is made.
+public struct SinkContext: Sendable {
+    public let spool: Spool
+    public let logger: Logger
+    /// The configuration in force at start; reloads come through `ScanSink.apply`.
+    public let configuration: SinkConfiguration
+    private let device: @Sendable (_ sink: String) -> JSONValue
+    private let status: @Sendable () -> JSONValue
+
+    /// `deviceStatus` and `status` may answer `.null` until the rest of the service is built (the sinks start
+    /// first); they never block for long (a few spool reads).
+    public init(
+        spool: Spool, logger: Logger, configuration: SinkConfiguration,
+        deviceStatus: @escaping @Sendable (_ sink: String) -> JSONValue,
+        status: @escaping @Sendable () -> JSONValue
+    ) {
+        self.spool = spool
+        self.logger = logger
+        self.configuration = configuration
+        self.device = deviceStatus
+        self.status = status
+    }
+
+    /// The device's health in a few fields that change only with it (the MQTT sink's retained status message):
+    /// version, sources up, spool backlog (`unpublished`: what `sink`'s queue still holds), last read, fix.
+    public func deviceStatus(for sink: String) -> JSONValue { device(sink) }
+
+    /// The running service's whole status object (`plings-bridge status --json`).
+    public func serviceStatus() -> JSONValue { status() }
+}
+
+/// What a sink's `doctor` check is given: the configuration, the token when this user could read it, and the
+/// token file it could not read (a member of group plings on an installed box), so the check says what it could
+/// not check instead of claiming there is nothing to check.
+public struct SinkDoctorContext: Sendable {
+    public let configuration: SinkConfiguration
+    public let unreadableToken: String?
+    public let logger: Logger
+
+    public init(configuration: SinkConfiguration, unreadableToken: String?, logger: Logger) {
+        self.configuration = configuration
+        self.unreadableToken = unreadableToken
+        self.logger = logger
+    }
+}
+
+/// The registration of one kind of sink: everything the bridge needs to know of it, so the registry's one list
+/// builds the running sinks, their config sections, `doctor`, `status` and the metrics, and a new sink is one
+/// module plus one line there (docs/architecture.md, "Add a sink").
+public struct ScanSinkModule: Sendable {
+    /// A short name for logs and the sink's thread names ("api", "mqtt").
+    public let name: String
+    /// Its member of the `status` object ("delivery" for the API, as docs/contracts.md names it).
+    public let statusKey: String
+    /// Its configuration section, registered with the loader; nil when its keys are core ones.
+    public let configSection: (any ConfigSection.Type)?
+    /// A new, unstarted sink.
+    public let make: @Sendable (SinkContext) -> any ScanSink
+    /// Its `doctor` findings (read-only: a probe never disturbs the running service).
+    public let doctor: @Sendable (SinkDoctorContext) -> [DoctorCheck]
+
+    public init(
+        name: String, statusKey: String, configSection: (any ConfigSection.Type)?,
+        make: @escaping @Sendable (SinkContext) -> any ScanSink,
+        doctor: @escaping @Sendable (SinkDoctorContext) -> [DoctorCheck]
+    ) {
+        self.name = name
+        self.statusKey = statusKey
+        self.configSection = configSection
+        self.make = make
+        self.doctor = doctor
+    }
+}
