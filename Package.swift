@@ -10,11 +10,11 @@ let package = Package(
         .executable(name: "plings-bench", targets: ["plings-bench"]),
         // For the fuzz targets in Fuzz/ (a separate package that depends on this one by path).
         .library(name: "BridgeCore", targets: ["BridgeCore"]),
-        // fuzz-evdev decodes with layouts compiled from xkb-data; fuzz-config loads the HID, NFC and MQTT sections
-        // too.
+        // fuzz-evdev decodes with layouts compiled from xkb-data; fuzz-config loads every module's config section.
         .library(name: "HID", targets: ["HID"]),
         .library(name: "NFC", targets: ["NFC"]),
         .library(name: "MQTT", targets: ["MQTT"]),
+        .library(name: "Forwarder", targets: ["Forwarder"]),
     ],
     targets: [
         // C libraries, one system-library target each.
@@ -71,7 +71,10 @@ let package = Package(
         // The CLI: thin.
         .executableTarget(
             name: "plings-bridge",
-            dependencies: ["Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform", "Plugins"]),
+            dependencies: [
+                "Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform", "Plugins",
+                "Forwarder",
+            ]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
             name: "plings-bench",
@@ -94,7 +97,9 @@ let package = Package(
         // The composition root: the configuration with every registered section, the source registry and set.
         .testTarget(
             name: "BridgeTests",
-            dependencies: ["Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Plugins", "Platform", "BridgeTestSupport"]),
+            dependencies: [
+                "Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Forwarder", "Plugins", "Platform", "BridgeTestSupport",
+            ]),
         .testTarget(name: "PlatformTests", dependencies: ["Platform"]),
         .testTarget(
             name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Spool"]),

@@ -22,6 +22,7 @@ let package = Package(
                         .product(name: "HID", package: "plings-bridge"),
                         .product(name: "NFC", package: "plings-bridge"),
                         .product(name: "MQTT", package: "plings-bridge"),
+                        .product(name: "Forwarder", package: "plings-bridge"),
                     ]
                     : []),
             path: "Sources/\(name)")

@@ -1,4 +1,5 @@
 import BridgeCore
+import Forwarder
 import Foundation
 
 /// Which configuration the running service uses and what its last reload did: `status` shows it,

@@ -1,4 +1,5 @@
 import BridgeCore
+import Forwarder
 import Foundation
 import Location
 import Logging

@@ -51,7 +51,6 @@ public struct Settings: Sendable {
         }
         let config = loader.config
         try loader.validateSections()
-        try validate(config)
         let system = path == defaultConfigPath
         let spoolPath = config.spool.path ?? defaultSpoolPath(environment: environment, installedSystem: system)
         return Settings(
@@ -86,13 +85,6 @@ public struct Settings: Sendable {
         APISettings(SinkConfiguration(config: config, apiToken: token))
     }
 
-    /// Checks that need several keys at once.
-    static func validate(_ config: BridgeConfig) throws(ConfigError) {
-        if let url = config.api.url {
-            try APIEndpoint.validate(url, allowInsecureHTTP: config.api.allowInsecureHTTP)
-        }
-    }
-
     /// `$STATE_DIRECTORY/spool.sqlite` under systemd, else the service's spool on an installed system, else
     /// `$XDG_STATE_HOME/plings-bridge/spool.sqlite`, else `~/.local/state/plings-bridge/spool.sqlite`.
     public static func defaultSpoolPath(environment: [String: String], installedSystem: Bool = false) -> String {
@@ -106,30 +98,4 @@ public struct Settings: Sendable {
         let home = environment["HOME"] ?? NSHomeDirectory()
         return home + "/.local/state/plings-bridge/spool.sqlite"
     }
-}
-
-/// Validates the API URL: `https://` always, `http://` only with `allowInsecureHTTP` and a loopback host.
-public enum APIEndpoint {
-    public static func validate(_ url: String, allowInsecureHTTP: Bool) throws(ConfigError) {
-        guard let components = URLComponents(string: url), let scheme = components.scheme?.lowercased(),
-            let host = components.host, !host.isEmpty
-        else { throw ConfigError("api.url '\(url.prefix(100))' is not a valid URL") }
-        if components.user != nil || components.password != nil {
-            throw ConfigError("api.url must not carry credentials; use api.tokenFile")
-        }
-        switch scheme {
-        case "https": return
-        case "http":
-            guard allowInsecureHTTP else {
-                throw ConfigError(
-                    "api.url uses http://; set api.allowInsecureHTTP (loopback hosts only) or use https://")
-            }
-            guard LoopbackHost.contains(host) else {
-                throw ConfigError("api.url: http:// is allowed only to loopback addresses, not '\(host)'")
-            }
-        default:
-            throw ConfigError("api.url scheme '\(scheme)' is not https")
-        }
-    }
-
 }

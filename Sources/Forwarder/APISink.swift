@@ -9,7 +9,7 @@ extension ScanSinkModule {
     /// The Plings API (`api` section): each pending scan sent as a `resolveIdentifier` mutation, in capture order
     /// per identifier. Its status member is `delivery`.
     public static let api = ScanSinkModule(
-        name: "api", statusKey: "delivery", configSection: nil,
+        name: "api", statusKey: "delivery", configSection: APIConfig.self,
         make: { APISink(spool: $0.spool, settings: APISettings($0.configuration), logger: $0.logger) },
         doctor: { APIDoctor.checks($0) })
 }

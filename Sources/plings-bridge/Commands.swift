@@ -1,5 +1,6 @@
 import Bridge
 import BridgeCore
+import Forwarder
 import Foundation
 import Location
 import NFC

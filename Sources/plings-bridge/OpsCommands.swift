@@ -1,5 +1,6 @@
 import Bridge
 import BridgeCore
+import Forwarder
 import Foundation
 
 extension CLI {
@@ -109,16 +110,14 @@ extension CLI {
             }
             show(line)
         }
-        if let delivery = json["delivery"] {
-            var line = "delivery: \(delivery["state"]?.stringValue ?? "?")"
-            if let reason = delivery["reason"]?.stringValue { line += " (\(reason))" }
+        // One line per registered sink ("delivery", "mqtt", ...): its state, where to, its backlog, the reason.
+        for key in SinkRegistry.modules.map(\.statusKey) {
+            guard let sink = json[key], !sink.isNull else { continue }
+            var line = "\(key): \(sink["state"]?.stringValue ?? "?")"
+            if let broker = sink["broker"]?.stringValue { line += " to \(broker)" }
+            if let pending = sink["pending"]?.intValue { line += ", \(pending) pending" }
+            if let reason = sink["reason"]?.stringValue { line += " (\(reason))" }
             show(line)
-        }
-        if let mqtt = json["mqtt"], !mqtt.isNull {
-            var line = "mqtt: \(mqtt["state"]?.stringValue ?? "?") to \(mqtt["broker"]?.stringValue ?? "?")"
-            line += ", \(mqtt["pending"]?.intValue ?? 0) pending"
-            if let reason = mqtt["reason"]?.stringValue { line += " (\(reason))" }
-            print(line)
         }
         if case .array(let sources)? = json["sources"] {
             for source in sources {

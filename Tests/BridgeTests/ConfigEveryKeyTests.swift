@@ -1,4 +1,5 @@
 import Bridge
+import Forwarder
 import Foundation
 import HID
 import MQTT

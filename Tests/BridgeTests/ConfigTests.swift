@@ -1,5 +1,6 @@
 import BridgeTestSupport
 import Bridge
+import Forwarder
 import HID
 import NFC
 import Testing

@@ -1,4 +1,5 @@
 import BridgeCore
+import Forwarder
 import HID
 import MQTT
 import NFC
@@ -7,7 +8,7 @@ import NFC
 /// naming the key; never a crash.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzz(_ data: UnsafePointer<UInt8>, _ size: Int) -> Int32 {
-    var loader = ConfigLoader(sections: [HIDConfig.self, NFCConfig.self, MQTTConfig.self])
+    var loader = ConfigLoader(sections: [APIConfig.self, HIDConfig.self, NFCConfig.self, MQTTConfig.self])
     do {
         try loader.applyFile(Array(UnsafeBufferPointer(start: data, count: size)), origin: "fuzz.json")
         precondition(!loader.config.hosts.isEmpty)

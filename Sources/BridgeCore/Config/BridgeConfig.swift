@@ -1,26 +1,16 @@
 /// The service configuration (docs/contracts.md, "Configuration"; every key in docs/configuration.md). Every field
-/// has the documented default. The sections of the read sources live in their modules (`ConfigSection`).
+/// has the documented default. The sections of the read sources and the sinks live in their modules
+/// (`ConfigSection`).
 public struct BridgeConfig: Sendable, Equatable {
-    public var api = API()
     public var spool = Spool()
     public var location = Location()
     public var metrics = Metrics()
     /// Accepted Plings URL hosts (replaces the default list when configured).
     public var hosts: [String] = ["s.plings.io"]
-    /// The sections modules own (`nfc`, `hid`, `mqtt`, ...), each read through the property its module declares.
+    /// The sections modules own (`api`, `nfc`, `hid`, `mqtt`, ...), each read through the property its module declares.
     public var sections = ConfigSections()
 
     public init() {}
-
-    /// `api`: where and how scans are delivered. No `url` means "local spool only".
-    public struct API: Sendable, Equatable {
-        public var url: String?
-        public var tokenFile: String?
-        public var document: String = GraphQLRequestBody.defaultDocument
-        public var timeout: Double = 10
-        public var concurrency: Int = 4
-        public var allowInsecureHTTP = false
-    }
 
     /// `spool`: the durable SQLite store.
     public struct Spool: Sendable, Equatable {

@@ -51,12 +51,6 @@ public struct ConfigLoader {
 
     /// The core keys, by dotted path (objects are implied by the paths); the modules' sections add theirs.
     public static let coreSchema: [Key] = [
-        optionalText("api.url", \.api.url),
-        optionalText("api.tokenFile", \.api.tokenFile),
-        text("api.document", \.api.document),
-        number("api.timeout", 0.1...600, \.api.timeout),
-        integer("api.concurrency", 1...64, \.api.concurrency),
-        flag("api.allowInsecureHTTP", \.api.allowInsecureHTTP),
         optionalText("spool.path", \.spool.path),
         choice("spool.synchronous", \.spool.synchronous),
         number("spool.deliveredRetention", 0...(10 * 365 * 86_400), \.spool.deliveredRetention),
