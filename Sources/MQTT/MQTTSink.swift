@@ -76,6 +76,10 @@ public final class MQTTSink: Sendable {
         var statusDue = -Double.infinity
         /// When a pause ends (monotonic seconds); the `Date` in `Health.paused` is for display.
         var pauseEnd = -Double.infinity
+        /// A change of the sink's error for the spool (`spool stats`, `status`), noted under the lock and written by
+        /// `recordHealth()` outside it: a SQLite write may wait for another writer's lock, and must not hold the
+        /// monitor (libmosquitto's network thread, the publisher and `status` all take it) meanwhile.
+        var healthToRecord: (reason: String?, at: Date)?
         var offlineMid: Int32?
         var offlineAcked = false
         var networkRunning = false
@@ -88,6 +92,8 @@ public final class MQTTSink: Sendable {
     }
 
     private let state = Monitor(State())
+    /// Serialises `recordHealth()`'s spool writes (it counts them: a `Mutex<Void>` misleads ThreadSanitizer).
+    private let healthWrites = Mutex(0)
     private let spool: Spool
     public let settings: MQTTSettings
     private let logger: Logger
@@ -177,6 +183,7 @@ public final class MQTTSink: Sendable {
         var acknowledged: [Int] = []
         state.withLock { takeAcks(&$0, into: &acknowledged, now: now) }
         try? spool.markSinkDelivered(MQTTSink.sinkName, seqs: acknowledged, now: now)
+        recordHealth()
         client.disconnect()
         state.wait(until: deadline) { !$0.networkRunning }
         // A network thread still blocked in a connect keeps its client alive (it holds a reference).
@@ -189,6 +196,7 @@ public final class MQTTSink: Sendable {
     // MARK: events (network thread)
 
     private func handle(_ event: MQTTEvent) {
+        defer { recordHealth() }
         state.update { s in
             s.ticks += 1
             let now = Date()
@@ -206,7 +214,7 @@ public final class MQTTSink: Sendable {
                     if s.health != .connected {
                         note(&s, .info, "mqtt: connected; publishing", [("broker", settings.endpoint)])
                         s.health = .connected
-                        try? spool.recordSinkError(MQTTSink.sinkName, nil, now: now)
+                        s.healthToRecord = (nil, now)
                     }
                 } else if MQTTClient.isAuthRefusal(code) {
                     let reason = "the broker refused the connection: \(MQTTClient.reason(code))"
@@ -216,7 +224,7 @@ public final class MQTTSink: Sendable {
                         &s, .error,
                         "mqtt: publishing paused: \(reason); fix mqtt.usernameFile/passwordFile or the broker's ACL "
                             + "and send SIGHUP (retrying in 5 min)", [("broker", settings.endpoint)])
-                    try? spool.recordSinkError(MQTTSink.sinkName, reason, now: now)
+                    s.healthToRecord = (reason, now)
                 } else {
                     fail(&s, "the broker refused the connection: \(MQTTClient.reason(code))", now: now)
                 }
@@ -269,7 +277,7 @@ public final class MQTTSink: Sendable {
                 &s, .warn, "mqtt: cannot publish: scans stay queued and are published when the broker is back",
                 [("reason", reason), ("broker", settings.endpoint)])
         }
-        try? spool.recordSinkError(MQTTSink.sinkName, reason, now: now)
+        s.healthToRecord = (reason, now)
     }
 
     /// Pauses publishing for `refusalPause` (a refused message, or one libmosquitto would not take).
@@ -280,7 +288,21 @@ public final class MQTTSink: Sendable {
             &s, .error,
             "mqtt: publishing paused: \(reason); check the broker's ACL for \(settings.topicBase)/# and send SIGHUP "
                 + "(retrying in 5 min)", [])
-        try? spool.recordSinkError(MQTTSink.sinkName, reason, now: now)
+        s.healthToRecord = (reason, now)
+    }
+
+    /// Writes the sink's latest error change, if one was noted, outside the monitor. Taking and writing happen
+    /// under `healthWrites`, so two threads cannot write an older change after a newer one.
+    private func recordHealth() {
+        healthWrites.withLock { writes in
+            let noted = state.withLock { s -> (reason: String?, at: Date)? in
+                defer { s.healthToRecord = nil }
+                return s.healthToRecord
+            }
+            guard let noted else { return }
+            writes += 1
+            try? spool.recordSinkError(MQTTSink.sinkName, noted.reason, now: noted.at)
+        }
     }
 
     private func note(_ s: inout State, _ level: LogLevel, _ message: String, _ fields: [(String, String)]) {
@@ -319,6 +341,7 @@ public final class MQTTSink: Sendable {
                 s.connectFailures += 1
                 return until
             }
+            recordHealth()
             guard let until else { break }
             state.wait(until: until) { $0.stopping }
             if state.withLock({ $0.stopping }) { break }
@@ -356,6 +379,7 @@ public final class MQTTSink: Sendable {
         var toRecord: [Int] = []
         var recordFailing = false
         while true {
+            recordHealth()
             let clock = MonotonicClock.now()
             let now = Date()
             let step: Step = state.withLock { s in
@@ -397,6 +421,7 @@ public final class MQTTSink: Sendable {
             switch step {
             case .stop:
                 try? spool.markSinkDelivered(MQTTSink.sinkName, seqs: toRecord, now: Date())
+                recordHealth()
                 state.update {
                     $0.publisherRunning = false
                     $0.ticks += 1
