@@ -63,30 +63,6 @@ final class ReaderControl: Sendable {
     }
 }
 
-/// A non-blocking pipe whose only job is to wake a `poll()`: a byte written makes its read end readable.
-final class WakePipe: Sendable {
-    private let pipe: FileDescriptor.Pipe
-
-    init?() {
-        guard let pipe = try? FileDescriptor.pipe(nonBlocking: true) else { return nil }
-        self.pipe = pipe
-    }
-
-    /// The end that goes into the `poll()` set.
-    var readFD: Int32 { pipe.readEnd.rawValue }
-
-    func signal() {
-        // EAGAIN means the pipe is full: a wake-up is pending already.
-        _ = try? withUnsafeBytes(of: UInt8(1)) { (byte) throws(SystemError) in try pipe.writeEnd.write(byte) }
-    }
-
-    /// Empties the pipe, so the next `poll()` sleeps again.
-    func drain() {
-        var bytes = [UInt8](repeating: 0, count: 64)
-        while (try? pipe.readEnd.read(into: &bytes)) ?? 0 > 0 {}
-    }
-}
-
 /// The reader thread's loop: one `poll()` on every scanner fd, the udev monitor fd and the wake pipe. Its
 /// timeout is the nearest inter-key deadline of any decoder (so half lines expire without further input) or a
 /// pending open retry; otherwise it sleeps until something happens: no busy polling. Used on that thread only.

@@ -14,14 +14,16 @@ extension CLI {
             sources: Option.source, handler: .parsed { try await $0.run($1) }),
         Command(
             "scan", synopsis: "scan TEXT", summary: "one read through the pipeline; prints the spool record as JSON",
-            usage: ["scan TEXT [--source nfc|hid|manual] [--dry-run] [options]"],
+            usage: ["scan TEXT [--source \(CLI.sourceKinds.joined(separator: "|"))] [--dry-run] [options]"],
             about: """
                 Sends TEXT (a Plings URL, or anything a scanner could type) through the same pipeline as a real read:
                 location fix, input, spool, and one delivery attempt when an API is configured. Prints the spool
                 record as JSON. Exit 0 when the read was accepted into the spool (unrecognized reads included).
                 """,
             options: [
-                Option("--source", value: "KIND", "the source to record: nfc, hid or manual (default manual)"),
+                Option(
+                    "--source", value: "KIND",
+                    "the source to record: \(CLI.sourceKinds.joined(separator: ", ")) (default manual)"),
                 Option("--device", value: "NAME", "the device name to record (default cli)"),
                 Option("--dry-run", "print the exact HTTP request body; spool nothing"),
             ],

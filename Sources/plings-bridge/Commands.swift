@@ -155,19 +155,21 @@ struct CLI {
 
     // MARK: scan
 
+    /// What `scan --source` records: every registered read source's kind, and `manual`.
+    static var sourceKinds: [String] { SourceRegistry.modules.map(\.kind.rawValue) + [SourceKind.manual.rawValue] }
+
     func scan(_ args: Arguments) async throws -> Int32 {
         guard args.positional.count == 1 else {
             throw CommandFailure.usage("scan takes exactly one TEXT argument (use '' for an empty read)")
         }
         var kind = SourceKind.manual
         if let source = args.value("--source") {
-            let known = SourceRegistry.modules.map(\.kind.rawValue) + [SourceKind.manual.rawValue]
+            let known = CLI.sourceKinds
             guard known.contains(source) else {
                 throw CommandFailure.usage(
                     "--source must be \(known.dropLast().joined(separator: ", ")) or \(known.last ?? "manual")")
             }
-            let parsed = SourceKind(source)
-            kind = parsed
+            kind = SourceKind(source)
         }
         let settings = try settings(args)
         let token = try scanToken(settings)
