@@ -15,6 +15,8 @@ let package = Package(
         .library(name: "NFC", targets: ["NFC"]),
         .library(name: "MQTT", targets: ["MQTT"]),
         .library(name: "Forwarder", targets: ["Forwarder"]),
+        // fuzz-serial frames bytes with the serial scanners' framer.
+        .library(name: "Serial", targets: ["Serial"]),
     ],
     targets: [
         // C libraries, one system-library target each.
@@ -59,13 +61,17 @@ let package = Package(
         .target(
             name: "HID",
             dependencies: ["BridgeCore", "Logging", "CUDev", "CEvdevShim", "CXKBCommon", "Platform", "Plugins"]),
+        // libudev for any subsystem: enumeration and the hot-plug monitor.
+        .target(name: "Udev", dependencies: ["CUDev", "Platform"]),
+        // Serial barcode scanners (CDC-ACM, USB-serial): ttys named by serial.match, raw mode, framed by suffix.
+        .target(name: "Serial", dependencies: ["BridgeCore", "Logging", "Platform", "Plugins", "Udev"]),
         // PC/SC: context lifecycle, reader monitor, tag reading through pcscd.
         .target(name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite", "Platform", "Plugins"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
         .target(
             name: "Bridge",
             dependencies: [
-                "BridgeCore", "Logging", "Spool", "Forwarder", "MQTT", "Location", "HID", "NFC", "CSysShim",
+                "BridgeCore", "Logging", "Spool", "Forwarder", "MQTT", "Location", "HID", "NFC", "Serial", "CSysShim",
                 "Platform", "Plugins",
             ]),
         // The CLI: thin.
@@ -98,9 +104,11 @@ let package = Package(
         .testTarget(
             name: "BridgeTests",
             dependencies: [
-                "Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Forwarder", "Plugins", "Platform", "BridgeTestSupport",
+                "Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Forwarder", "Serial", "Plugins", "Platform",
+                "BridgeTestSupport",
             ]),
         .testTarget(name: "PlatformTests", dependencies: ["Platform"]),
+        .testTarget(name: "SerialTests", dependencies: ["Serial", "BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
             name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Spool"]),
         .testTarget(name: "MQTTTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),

@@ -5,7 +5,7 @@ import PackageDescription
 
 let targets = [
     "fuzz-url", "fuzz-json", "fuzz-config", "fuzz-ndef", "fuzz-type2", "fuzz-type4", "fuzz-evdev",
-    "fuzz-api-response", "fuzz-gps", "fuzz-fastread",
+    "fuzz-api-response", "fuzz-gps", "fuzz-fastread", "fuzz-serial",
 ]
 
 let package = Package(
@@ -17,6 +17,7 @@ let package = Package(
             name: name,
             dependencies: [.product(name: "BridgeCore", package: "plings-bridge")]
                 + (name == "fuzz-evdev" ? [.product(name: "HID", package: "plings-bridge")] : [])
+                + (name == "fuzz-serial" ? [.product(name: "Serial", package: "plings-bridge")] : [])
                 + (name == "fuzz-config"
                     ? [
                         .product(name: "HID", package: "plings-bridge"),

@@ -2,11 +2,12 @@ import BridgeCore
 import HID
 import NFC
 import Plugins
+import Serial
 
 /// Every kind of read source the bridge has, in the order `status`, `doctor` and the start-up log show them. A new
 /// source module adds its `ReadSourceModule` here (docs/architecture.md, "Add a read source").
 public enum SourceRegistry {
-    public static let modules: [ReadSourceModule] = [.nfc, .hid]
+    public static let modules: [ReadSourceModule] = [.nfc, .hid, .serial]
 
     /// The module for `kind`, nil for `manual` and unknown kinds.
     public static func module(_ kind: SourceKind) -> ReadSourceModule? { modules.first { $0.kind == kind } }

@@ -80,31 +80,15 @@ public struct HIDConfig: ConfigSection {
     /// `hid.match`: `[{"vendor": "05e0", "layout": "se"}, ...]`; each rule names at least one of vendor, model,
     /// serial, path.
     static func matches(_ value: JSONValue, origin: String) throws(ConfigError) -> [Match] {
-        guard case .array(let items) = value else { throw ConfigError("\(origin): expected an array of objects") }
         var matches: [Match] = []
-        for (index, item) in items.enumerated() {
-            let where_ = "\(origin)[\(index)]"
-            guard case .object(let members) = item else { throw ConfigError("\(where_): expected an object") }
+        for (where_, members) in try ConfigLoader.objects(value, at: origin) {
             var match = Match()
             for (key, field) in members {
-                var text: String?
-                if !field.isNull {
-                    guard let s = field.stringValue else {
-                        throw ConfigError("\(where_).\(key): expected a string or null, got \(field.typeName)")
-                    }
-                    text = s
-                }
+                var text = try ConfigLoader.matchMember(field, at: "\(where_).\(key)")
                 switch key {
                 case "vendor", "model":
-                    if let t = text {
-                        let lower = t.lowercased()
-                        guard lower.utf8.count == 4,
-                            lower.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
-                        else {
-                            throw ConfigError(
-                                "\(where_).\(key): expected 4 hex digits like \"05e0\", got \"\(t.prefix(16))\"")
-                        }
-                        text = lower
+                    text = try text.map { (id: String) throws(ConfigError) in
+                        try ConfigLoader.usbID(id, at: "\(where_).\(key)")
                     }
                     if key == "vendor" { match.vendor = text } else { match.model = text }
                 case "serial": match.serial = text

@@ -4,6 +4,7 @@ import Foundation
 import HID
 import MQTT
 import NFC
+import Serial
 import Testing
 
 @testable import BridgeCore
@@ -65,6 +66,16 @@ struct ConfigEveryKeyTests {
         Case(path: "hid.match", json: #"[{"vendor":"05E0","layout":"se"}]"#, text: nil) {
             $0.hid.match == [BridgeConfig.HID.Match(vendor: "05e0", layout: "se")]
         },
+        Case(path: "serial.enabled", json: "false", text: "no") { !$0.serial.enabled },
+        Case(path: "serial.match", json: #"[{"vendor":"0C2E","devnode":"/dev/ttyACM*"}]"#, text: nil) {
+            $0.serial.match == [SerialConfig.Match(vendor: "0c2e", devnode: "/dev/ttyACM*")]
+        },
+        Case(path: "serial.suffix", json: #""crlf""#, text: "crlf") { $0.serial.suffix == .crlf },
+        Case(path: "serial.prefix", json: #""stx""#, text: "stx") { $0.serial.prefix == .stx },
+        Case(path: "serial.baud", json: "115200", text: "115200") { $0.serial.baud == 115_200 },
+        Case(path: "serial.interByteTimeout", json: "0.05", text: "0.05") { $0.serial.interByteTimeout == 0.05 },
+        Case(path: "serial.maxLength", json: "256", text: "256") { $0.serial.maxLength == 256 },
+        Case(path: "serial.debounce", json: "3", text: "3") { $0.serial.debounce == 3 },
         Case(path: "location.enabled", json: "false", text: "false") { !$0.location.enabled },
         Case(path: "location.gpsd", json: #""[::1]:2948""#, text: "[::1]:2948") { $0.location.gpsd == "[::1]:2948" },
         Case(path: "location.maxFixAge", json: "30", text: "30") { $0.location.maxFixAge == 30 },

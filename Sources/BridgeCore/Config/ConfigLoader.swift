@@ -172,6 +172,37 @@ public struct ConfigLoader {
         }
     }
 
+    /// An array of objects (`hid.match`, `serial.match`): each object's members, with where it stands (`origin[2]`)
+    /// for the errors about it.
+    public static func objects(_ value: JSONValue, at origin: String) throws(ConfigError) -> [(
+        origin: String, members: [(String, JSONValue)]
+    )] {
+        guard case .array(let items) = value else { throw ConfigError("\(origin): expected an array of objects") }
+        var objects: [(origin: String, members: [(String, JSONValue)])] = []
+        for (index, item) in items.enumerated() {
+            guard case .object(let members) = item else { throw ConfigError("\(origin)[\(index)]: expected an object") }
+            objects.append(("\(origin)[\(index)]", members))
+        }
+        return objects
+    }
+
+    /// One member of a device match rule (`hid.match`, `serial.match`): a string, or null for "any".
+    public static func matchMember(_ value: JSONValue, at origin: String) throws(ConfigError) -> String? {
+        if value.isNull { return nil }
+        guard let text = value.stringValue else {
+            throw ConfigError("\(origin): expected a string or null, got \(value.typeName)")
+        }
+        return text
+    }
+
+    /// A USB vendor or product id as udev writes it: 4 hex digits, lower case (`05E0` is `05e0`).
+    public static func usbID(_ text: String, at origin: String) throws(ConfigError) -> String {
+        let lower = text.lowercased()
+        guard lower.utf8.count == 4, lower.utf8.allSatisfy({ (48...57).contains($0) || (97...102).contains($0) })
+        else { throw ConfigError("\(origin): expected 4 hex digits like \"05e0\", got \"\(text.prefix(16))\"") }
+        return lower
+    }
+
     /// A key with its own JSON shape, read by `parse`.
     public static func structured<Value>(
         _ path: String, _ kind: Kind, _ field: Field<Value>,

@@ -1,0 +1,178 @@
+import BridgeCore
+import Glibc
+
+extension SourceKind {
+    /// Reads from serial barcode scanners (USB CDC-ACM `/dev/ttyACM*`, USB-serial `/dev/ttyUSB*`, RS-232).
+    public static let serial = SourceKind("serial")
+}
+
+/// `serial`: barcode scanners in "USB COM port" (serial) mode (docs/configuration.md, "`serial`"). No port is
+/// opened unless a `match` rule names it: a tty can be a modem, a console or a GPS receiver.
+public struct SerialConfig: ConfigSection {
+    public var enabled = true
+    public var match: [Match] = []
+    /// What ends one code (docs/configuration.md lists the bytes).
+    public var suffix: SerialFramer.Suffix = .cr
+    /// What starts one code, when the scanner is set to send a prefix (`stx`).
+    public var prefix: Prefix?
+    /// Line speed; ignored by CDC-ACM scanners, which run at USB speed whatever is set.
+    public var baud = 9600
+    /// With `suffix: none` the gap that ends a code; with a suffix, how long an unfinished code may wait for the
+    /// rest before it is discarded.
+    public var interByteTimeout: Double = 0.2
+    public var maxLength = 4096
+    public var debounce: Double = 1.5
+
+    public init() {}
+
+    /// A byte that starts every code.
+    public enum Prefix: String, Sendable, CaseIterable {
+        case stx
+
+        /// The byte (ASCII STX, start of text).
+        public var byte: UInt8 { 0x02 }
+    }
+
+    /// A configured port match: every given field must match the device. `vendor` and `product` are USB ids (4 hex
+    /// digits); `serial`, `model`, `path` and `devnode` are shell-style patterns (`*`, `?`, `[...]`) on udev's
+    /// `ID_SERIAL_SHORT` (else `ID_SERIAL`), `ID_MODEL`, `ID_PATH` and the device node.
+    public struct Match: Sendable, Equatable {
+        public var vendor: String?
+        public var product: String?
+        public var serial: String?
+        public var model: String?
+        public var path: String?
+        public var devnode: String?
+
+        public init(
+            vendor: String? = nil, product: String? = nil, serial: String? = nil, model: String? = nil,
+            path: String? = nil, devnode: String? = nil
+        ) {
+            self.vendor = vendor
+            self.product = product
+            self.serial = serial
+            self.model = model
+            self.path = path
+            self.devnode = devnode
+        }
+
+        /// True when every given field matches the port's.
+        public func matches(_ port: SerialPortInfo) -> Bool {
+            func pattern(_ pattern: String?, _ value: String?) -> Bool {
+                guard let pattern else { return true }
+                guard let value else { return false }
+                return fnmatch(pattern, value, 0) == 0
+            }
+            return (vendor.map { $0 == port.vendor } ?? true) && (product.map { $0 == port.product } ?? true)
+                && pattern(serial, port.serial) && pattern(model, port.model) && pattern(path, port.path)
+                && pattern(devnode, port.devnode)
+        }
+    }
+
+    /// Baud rates termios can set (`cfsetspeed`), the common ones a scanner's manual offers.
+    public static let baudRates = [1200, 2400, 4800, 9600, 19_200, 38_400, 57_600, 115_200, 230_400]
+
+    // MARK: The section's keys
+
+    public static let name = "serial"
+
+    public static let keys: [ConfigLoader.Key] = [
+        ConfigLoader.flag("serial.enabled", \.serial.enabled),
+        ConfigLoader.structured("serial.match", .fileOnly("serial port matches"), \.serial.match, matches),
+        ConfigLoader.choice("serial.suffix", \.serial.suffix),
+        ConfigLoader.structured("serial.prefix", .optionalString, \.serial.prefix, prefix),
+        ConfigLoader.integer("serial.baud", 1200...230_400, \.serial.baud),
+        ConfigLoader.number("serial.interByteTimeout", 0.01...60, \.serial.interByteTimeout),
+        ConfigLoader.integer("serial.maxLength", 1...65_536, \.serial.maxLength),
+        ConfigLoader.number("serial.debounce", 0...3600, \.serial.debounce),
+    ]
+
+    public static func validate(_ config: BridgeConfig) throws(ConfigError) {
+        let baud = config.serial.baud
+        guard baudRates.contains(baud) else {
+            throw ConfigError(
+                "serial.baud is \(baud); it must be one of "
+                    + baudRates.map(String.init).joined(separator: ", ") + " (the scanner's manual names its rate)")
+        }
+    }
+
+    /// `serial.prefix`: `"stx"`, or null (or an empty string) for none.
+    static func prefix(_ value: JSONValue, origin: String) throws(ConfigError) -> Prefix? {
+        if value.isNull { return nil }
+        guard let text = value.stringValue else { throw ConfigLoader.fail(origin, "\"stx\" or null", value) }
+        if text.isEmpty { return nil }
+        guard let prefix = Prefix(rawValue: text) else {
+            throw ConfigError("\(origin): expected \"stx\" or null, got \"\(text.prefix(16))\"")
+        }
+        return prefix
+    }
+
+    /// `serial.match`: `[{"vendor": "0c2e", "product": "0b61"}, {"devnode": "/dev/ttyACM*"}]`.
+    static func matches(_ value: JSONValue, origin: String) throws(ConfigError) -> [Match] {
+        var matches: [Match] = []
+        for (where_, members) in try ConfigLoader.objects(value, at: origin) {
+            var match = Match()
+            for (key, field) in members {
+                var text = try ConfigLoader.matchMember(field, at: "\(where_).\(key)")
+                switch key {
+                case "vendor", "product":
+                    text = try text.map { (id: String) throws(ConfigError) in
+                        try ConfigLoader.usbID(id, at: "\(where_).\(key)")
+                    }
+                    if key == "vendor" { match.vendor = text } else { match.product = text }
+                case "serial": match.serial = text
+                case "model": match.model = text
+                case "path": match.path = text
+                case "devnode": match.devnode = text
+                default:
+                    throw ConfigError(
+                        "\(where_): unknown key '\(key)'; a match takes vendor, product, serial, model, path, devnode")
+                }
+            }
+            guard match != Match() else {
+                throw ConfigError(
+                    "\(where_): a match needs at least one of vendor, product, serial, model, path, devnode")
+            }
+            matches.append(match)
+        }
+        return matches
+    }
+}
+
+extension BridgeConfig {
+    /// The `serial` section.
+    public var serial: SerialConfig {
+        get { sections[SerialConfig.self] }
+        set { sections[SerialConfig.self] = newValue }
+    }
+}
+
+/// What udev says of one tty, for matching and naming.
+public struct SerialPortInfo: Sendable, Equatable {
+    public var devnode: String
+    public var vendor: String?
+    public var product: String?
+    /// `ID_SERIAL_SHORT` (the USB serial number), else `ID_SERIAL`.
+    public var serial: String?
+    public var model: String?
+    public var path: String?
+    /// `ID_SERIAL` (vendor, model and serial number), for the stable name.
+    public var fullSerial: String?
+
+    public init(
+        devnode: String, vendor: String? = nil, product: String? = nil, serial: String? = nil, model: String? = nil,
+        path: String? = nil, fullSerial: String? = nil
+    ) {
+        self.devnode = devnode
+        self.vendor = vendor
+        self.product = product
+        self.serial = serial
+        self.model = model
+        self.path = path
+        self.fullSerial = fullSerial
+    }
+
+    /// The name its reads carry (`source.device`): `ID_SERIAL` (stable across ports and reboots), else `ID_PATH`
+    /// (the USB port), else the device node.
+    public var stableName: String { fullSerial ?? path ?? devnode }
+}

@@ -1,0 +1,106 @@
+import BridgeCore
+import Foundation
+import Logging
+import Platform
+import Plugins
+
+/// Serial barcode scanners (`serial` section): ttys that a `serial.match` rule names, found through udev with
+/// hot-plug, opened exclusively in raw mode, their byte stream cut into codes by `SerialFramer`; every code is
+/// submitted as a `Read` (`source.kind = serial`, device = the port's stable name).
+///
+/// This type is the lifecycle: it starts and stops the reader thread (`SerialReaderLoop`: one `poll()` over every
+/// port, the udev monitor and a wake pipe). Debouncing is the pipeline's job.
+public final class SerialSource: ReadSource {
+    public let kind = SourceKind.serial
+    private let config: SerialConfig
+    private let logger: Logger
+    private let submit: @Sendable (Read) -> Void
+    let control = SerialControl()
+    /// The reader thread's progress: ports present at start opened, loop ended.
+    private let progress = Monitor((ready: false, finished: false))
+
+    /// Nothing runs before `start()`.
+    public init(config: SerialConfig, logger: Logger, submit: @escaping @Sendable (Read) -> Void) {
+        self.config = config
+        self.logger = logger
+        self.submit = submit
+    }
+
+    /// Starts the reader thread and waits (at most 2 s) until the ports present now are open. With no
+    /// `serial.match` rule there is nothing to watch: no thread starts.
+    public func start() {
+        guard config.enabled else {
+            control.status.withLock { $0.note = "disabled (serial.enabled is false)" }
+            return
+        }
+        guard !config.match.isEmpty else {
+            control.status.withLock { $0.note = "no serial.match rule: no serial port is opened" }
+            return
+        }
+        guard control.markStarted() else { return }
+        let thread = Thread { [self] in
+            let loop = SerialReaderLoop(control: control, config: config, logger: logger, submit: submit)
+            loop.run { progress.update { $0.ready = true } }
+            progress.update {
+                $0.ready = true
+                $0.finished = true
+            }
+        }
+        thread.name = "serial-reader"
+        thread.start()
+        progress.wait(until: MonotonicClock.deadline(after: 2)) { $0.ready }
+    }
+
+    /// Stops the reader thread and closes every port by `deadline` (its `poll()` wakes on a pipe at once).
+    public func stop(deadline: Double) {
+        guard control.requestStop() else { return }
+        if !progress.wait(until: deadline, for: { $0.finished }) { logger.warn("serial reader did not stop in time") }
+    }
+
+    /// Which ports are read, and up while at least one is.
+    public var state: SourceState {
+        control.status.withLock { status in
+            if let note = status.note { return SourceState(note, up: false) }
+            if status.ports.isEmpty {
+                return SourceState("no serial scanner found: waiting for one that serial.match names", up: false)
+            }
+            let ports = status.ports.map { "\($0.devnode) (\($0.name))" }.joined(separator: ", ")
+            return SourceState("reading \(status.ports.count) port(s): \(ports)", up: true)
+        }
+    }
+}
+
+/// What `SerialSource` and its reader thread share: the stop flag, the wake pipe that interrupts the thread's
+/// `poll()`, and the status the thread publishes.
+final class SerialControl: Sendable {
+    struct Status: Sendable {
+        var ports: [(devnode: String, name: String)] = []
+        var note: String?
+    }
+
+    private let flags = Mutex((started: false, stopping: false))
+    let status = Mutex(Status())
+    /// Nil when no pipe could be made: the loop then polls with a 200 ms timeout.
+    let wakePipe = WakePipe()
+
+    /// True the first time only: the caller starts the thread.
+    func markStarted() -> Bool {
+        flags.withLock { flags in
+            defer { flags.started = true }
+            return !flags.started
+        }
+    }
+
+    /// Asks the thread to stop; true when it was running (the caller then waits for it).
+    func requestStop() -> Bool {
+        let running = flags.withLock { flags -> Bool in
+            let running = flags.started && !flags.stopping
+            flags.stopping = true
+            return running
+        }
+        if running { wakePipe?.signal() }
+        return running
+    }
+
+    var isStopping: Bool { flags.withLock { $0.stopping } }
+}

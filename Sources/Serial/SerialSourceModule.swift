@@ -1,0 +1,47 @@
+import BridgeCore
+import Glibc
+import Logging
+import Plugins
+import Udev
+
+extension ReadSourceModule {
+    /// Serial barcode scanners (`serial` section): ttys named by `serial.match`, read in raw mode, framed by suffix.
+    public static let serial = ReadSourceModule(
+        kind: .serial, devices: "the serial barcode scanners", configSection: SerialConfig.self,
+        isEnabled: { $0.serial.enabled }, debounce: { $0.serial.debounce },
+        settingsChanged: { $0.serial != $1.serial },
+        make: { context in SerialSource(config: context.config.serial, logger: context.logger, submit: context.submit)
+        },
+        doctor: { config, _ in [SerialDoctor.check(config: config.serial)] })
+}
+
+/// `doctor`'s serial check, read-only: which ttys `serial.match` names, and whether this user may open them. It
+/// never opens a port (the service may hold it exclusively, and opening a modem's port can reset it).
+enum SerialDoctor {
+    static func check(config: SerialConfig) -> DoctorCheck {
+        guard config.enabled else { return DoctorCheck("serial", .skip, "serial scanners disabled") }
+        guard !config.match.isEmpty else {
+            return DoctorCheck(
+                "serial", .skip, "no serial.match rule: no serial port is read",
+                fix: "for a scanner in USB COM port mode, add a serial.match rule (docs/configuration.md)")
+        }
+        let devices = (try? UdevContext())?.devices(subsystem: "tty") ?? []
+        let matched = devices.compactMap(SerialReaderLoop.info).filter { port in
+            config.match.contains { $0.matches(port) }
+        }
+        guard !matched.isEmpty else {
+            return DoctorCheck(
+                "serial", .warn, "no serial port matches serial.match (none attached, or the rule names another)",
+                fix: "plug the scanner in; udevadm info /dev/ttyACM0 shows the properties a rule can match")
+        }
+        let denied = matched.filter { access($0.devnode, R_OK | W_OK) != 0 }
+        if let first = denied.first {
+            return DoctorCheck(
+                "serial", .fail,
+                "\(denied.count) of \(matched.count) serial port(s) not readable by this user: \(first.devnode)",
+                fix: "install the udev rule (group plings, mode 0660), or run doctor as the service's user")
+        }
+        return DoctorCheck(
+            "serial", .ok, "\(matched.count) serial port(s): " + matched.map(\.devnode).joined(separator: ", "))
+    }
+}

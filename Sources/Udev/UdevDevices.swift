@@ -1,0 +1,140 @@
+import CUDev
+import Glibc
+import Platform
+
+/// One device as udev describes it: its node, its properties and the identity of the USB device above it.
+public struct UdevDevice: Sendable, Equatable {
+    public var syspath: String
+    public var sysname: String
+    public var devnode: String?
+    /// udev's properties (`ID_VENDOR_ID`, `ID_SERIAL`, `ID_PATH`...), empty values left out.
+    public var properties: [String: String]
+    /// The sysfs attributes of the USB device above it (`idVendor`, `idProduct`, `serial`, `product`), when there
+    /// is one: they stand in for properties udev has not set (under umockdev nothing is "initialized").
+    public var usb: [String: String]
+
+    public init(
+        syspath: String, sysname: String, devnode: String?, properties: [String: String], usb: [String: String] = [:]
+    ) {
+        self.syspath = syspath
+        self.sysname = sysname
+        self.devnode = devnode
+        self.properties = properties
+        self.usb = usb
+    }
+
+    /// A property, or nil when absent or empty.
+    public subscript(property: String) -> String? { properties[property] }
+}
+
+/// A libudev context: enumeration of one subsystem and its hot-plug monitor.
+///
+/// libudev objects are not thread-safe: a context belongs to the one thread that made it (a source's reader
+/// thread, or a command's caller). Nothing here filters on "is initialized": under umockdev no device is, and on a
+/// real system the properties are there by the time the node exists.
+public final class UdevContext {
+    private let context: OpaquePointer
+
+    public init() throws(SystemError) {
+        guard let context = udev_new() else { throw SystemError("udev_new", errno: Glibc.errno) }
+        self.context = context
+    }
+
+    deinit { udev_unref(context) }
+
+    /// Every device of `subsystem` that has a device node, sorted by node.
+    public func devices(subsystem: String) -> [UdevDevice] {
+        guard let enumerator = udev_enumerate_new(context) else { return [] }
+        defer { udev_enumerate_unref(enumerator) }
+        udev_enumerate_add_match_subsystem(enumerator, subsystem)
+        udev_enumerate_scan_devices(enumerator)
+        var devices: [UdevDevice] = []
+        var entry = udev_enumerate_get_list_entry(enumerator)
+        while let current = entry {
+            if let syspath = udev_list_entry_get_name(current),
+                let device = udev_device_new_from_syspath(context, syspath)
+            {
+                let described = UdevContext.describe(device)
+                if described.devnode != nil { devices.append(described) }
+                udev_device_unref(device)
+            }
+            entry = udev_list_entry_get_next(current)
+        }
+        return devices.sorted { ($0.devnode ?? "") < ($1.devnode ?? "") }
+    }
+
+    /// A hot-plug monitor of `subsystem` (events after udev processed them: the "udev" netlink source).
+    public func monitor(subsystem: String) throws(SystemError) -> UdevDeviceMonitor {
+        guard let monitor = udev_monitor_new_from_netlink(context, "udev") else {
+            throw SystemError("udev_monitor_new_from_netlink", errno: Glibc.errno)
+        }
+        let status = udev_monitor_filter_add_match_subsystem_devtype(monitor, subsystem, nil)
+        if status < 0 {
+            udev_monitor_unref(monitor)
+            throw SystemError("udev_monitor_filter_add_match_subsystem_devtype", errno: -status)
+        }
+        let enabled = udev_monitor_enable_receiving(monitor)
+        if enabled < 0 {
+            udev_monitor_unref(monitor)
+            throw SystemError("udev_monitor_enable_receiving", errno: -enabled)
+        }
+        return UdevDeviceMonitor(monitor)
+    }
+
+    static func describe(_ device: OpaquePointer) -> UdevDevice {
+        var properties: [String: String] = [:]
+        var entry = udev_device_get_properties_list_entry(device)
+        while let current = entry {
+            if let name = string(udev_list_entry_get_name(current)),
+                let value = string(udev_list_entry_get_value(current)),
+                !value.isEmpty
+            {
+                properties[name] = value
+            }
+            entry = udev_list_entry_get_next(current)
+        }
+        var usb: [String: String] = [:]
+        if let parent = udev_device_get_parent_with_subsystem_devtype(device, "usb", "usb_device") {
+            for name in ["idVendor", "idProduct", "serial", "product", "manufacturer"] {
+                if let value = string(udev_device_get_sysattr_value(parent, name)), !value.isEmpty {
+                    usb[name] = value
+                }
+            }
+        }
+        return UdevDevice(
+            syspath: string(udev_device_get_syspath(device)) ?? "",
+            sysname: string(udev_device_get_sysname(device)) ?? "",
+            devnode: string(udev_device_get_devnode(device)), properties: properties, usb: usb)
+    }
+
+    static func string(_ pointer: UnsafePointer<CChar>?) -> String? { pointer.map { String(cString: $0) } }
+}
+
+/// A udev hot-plug monitor: its fd goes into the owner's `poll()` set.
+public final class UdevDeviceMonitor {
+    /// One notification: `add`, `remove`, `change`, ...
+    public struct Event: Sendable {
+        public var action: String
+        public var device: UdevDevice
+    }
+
+    private let monitor: OpaquePointer
+
+    init(_ monitor: OpaquePointer) { self.monitor = monitor }
+
+    deinit { udev_monitor_unref(monitor) }
+
+    public var fd: Int32 { udev_monitor_get_fd(monitor) }
+
+    /// The events ready now (the fd is non-blocking: nil from libudev means drained), at most 64 a call.
+    public func receive() -> [Event] {
+        var events: [Event] = []
+        while let device = udev_monitor_receive_device(monitor) {
+            let action = UdevContext.string(udev_device_get_action(device)) ?? ""
+            events.append(Event(action: action, device: UdevContext.describe(device)))
+            udev_device_unref(device)
+            if events.count >= 64 { break }
+        }
+        return events
+    }
+}
