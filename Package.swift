@@ -67,26 +67,28 @@ let package = Package(
         .target(name: "Serial", dependencies: ["BridgeCore", "Logging", "Platform", "Plugins", "Udev"]),
         // PC/SC: context lifecycle, reader monitor, tag reading through pcscd.
         .target(name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite", "Platform", "Plugins"]),
+        // The read pipeline: debounce, couple the fix, parse, group commit to the spool.
+        .target(name: "ReadPipeline", dependencies: ["BridgeCore", "Logging", "Spool", "Platform"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.
         .target(
             name: "Bridge",
             dependencies: [
                 "BridgeCore", "Logging", "Spool", "Forwarder", "MQTT", "Location", "HID", "NFC", "Serial", "CSysShim",
-                "Platform", "Plugins",
+                "Platform", "Plugins", "ReadPipeline",
             ]),
         // The CLI: thin.
         .executableTarget(
             name: "plings-bridge",
             dependencies: [
                 "Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform", "Plugins",
-                "Forwarder",
+                "Forwarder", "ReadPipeline",
             ]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
             name: "plings-bench",
             dependencies: [
                 "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
-                "NFC", "BridgeTestSupport", "Platform", "MQTT", "CXKBCommon",
+                "NFC", "BridgeTestSupport", "Platform", "MQTT", "CXKBCommon", "ReadPipeline",
             ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
@@ -98,7 +100,9 @@ let package = Package(
         .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport", "CGPSShim"]),
         .testTarget(
             name: "NFCTests",
-            dependencies: ["NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport", "Platform"]),
+            dependencies: [
+                "NFC", "Bridge", "BridgeCore", "Logging", "Spool", "BridgeTestSupport", "Platform", "ReadPipeline",
+            ]),
         .testTarget(name: "CLITests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         // The composition root: the configuration with every registered section, the source registry and set.
         .testTarget(
@@ -107,6 +111,9 @@ let package = Package(
                 "Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Forwarder", "Serial", "Plugins", "Platform",
                 "BridgeTestSupport",
             ]),
+        .testTarget(
+            name: "PipelineTests",
+            dependencies: ["ReadPipeline", "BridgeCore", "Logging", "Spool", "Platform", "BridgeTestSupport"]),
         .testTarget(name: "PlatformTests", dependencies: ["Platform"]),
         .testTarget(name: "SerialTests", dependencies: ["Serial", "BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
@@ -117,7 +124,7 @@ let package = Package(
             name: "HIDTests",
             dependencies: [
                 "HID", "BridgeCore", "Logging", "Bridge", "Spool", "BridgeTestSupport", "CEvdevShim", "Platform",
-                "CXKBCommon",
+                "CXKBCommon", "ReadPipeline",
             ]),
     ],
     swiftLanguageModes: [.v6]

@@ -4,6 +4,7 @@ import Location
 import Logging
 import Platform
 import Plugins
+import ReadPipeline
 import Spool
 
 /// `plings-bridge run`: wires sources -> pipeline -> spool -> forwarder and lives until SIGTERM/SIGINT.

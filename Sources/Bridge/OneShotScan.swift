@@ -4,6 +4,7 @@ import Foundation
 import Location
 import Logging
 import Platform
+import ReadPipeline
 import Spool
 
 /// `plings-bridge scan`: one read through the service's own parts: location, input, pipeline into the spool,

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Platform
 import Plugins
+import ReadPipeline
 
 /// The running read sources, one per registered kind the configuration enables (`SourceRegistry`). A reload
 /// replaces exactly the sources whose settings changed, so one enabled, disabled or reconfigured in the file takes

@@ -3,6 +3,7 @@ import Foundation
 import Logging
 import Platform
 import Plugins
+import ReadPipeline
 import Spool
 
 /// Keeps the running service's status snapshot (`plings-bridge status`) and Prometheus metrics up to date.

@@ -8,6 +8,7 @@ import HID
 import Logging
 import Spool
 import Platform
+import ReadPipeline
 
 /// `plings-bench hid`: keystroke decoding throughput from memory, the reader loop through a pipe, and the
 /// latency from a scanner's KEY_ENTER to the committed spool record (docs/benchmarks.md: goals >= 30 M events/s and

@@ -6,6 +6,7 @@ import Logging
 import NFC
 import Spool
 import Platform
+import ReadPipeline
 
 /// `plings-bench nfc`: tap-to-committed latency of `NFCSource -> Pipeline -> Spool` on the NFC rig, against
 /// `pyscard_baseline.py` doing the same APDUs and printing the URL; the bridge's own work; APDUs per read

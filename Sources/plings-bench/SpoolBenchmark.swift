@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Spool
 import Platform
+import ReadPipeline
 
 /// Durable spool commits per second against raw SQLite doing the same inserts with the same pragmas.
 enum SpoolBenchmark {

@@ -5,6 +5,7 @@ import HID
 import Logging
 import Spool
 import Platform
+import ReadPipeline
 
 extension CLI {
     /// `plings-bridge scanners [--json]`: the keyboards udev knows, which are scanners and why, and whether

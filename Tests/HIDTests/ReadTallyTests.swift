@@ -3,6 +3,7 @@ import BridgeTestSupport
 import Foundation
 import Logging
 import Platform
+import ReadPipeline
 import Spool
 import Testing
 

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import NFC
 import Platform
+import ReadPipeline
 import Spool
 import Testing
 

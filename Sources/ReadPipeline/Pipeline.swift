@@ -70,6 +70,10 @@ public final class Pipeline: Service {
         public struct Key: Sendable, Hashable, Comparable, CustomStringConvertible {
             public var source: SourceKind
             public var outcome: Outcome
+            public init(source: SourceKind, outcome: Outcome) {
+                self.source = source
+                self.outcome = outcome
+            }
             /// `nfc/pending`: the key's name in `status` (docs/contracts.md).
             public var description: String { "\(source.rawValue)/\(outcome.rawValue)" }
             public static func < (a: Key, b: Key) -> Bool { a.description < b.description }
@@ -79,6 +83,10 @@ public final class Pipeline: Service {
         public struct Device: Sendable, Hashable, Comparable, CustomStringConvertible {
             public var source: SourceKind
             public var name: String
+            public init(source: SourceKind, name: String) {
+                self.source = source
+                self.name = name
+            }
             public var description: String { "\(source.rawValue):\(name)" }
             public static func < (a: Device, b: Device) -> Bool { a.description < b.description }
         }
