@@ -74,48 +74,33 @@ extension CLI {
         var nfc = config.nfc
         if let reader = args.value("--reader") { nfc.readers = [reader] }
 
-        /// Taps and per-tap deadlines arrive on one stream, so waiting needs no blocking call.
-        enum Item: Sendable {
-            case tap(NFCTapEvent)
-            case deadline(Int)
-        }
-        let (stream, continuation) = AsyncStream.makeStream(of: Item.self)
-        // test-read reads and reports; it spools nothing (the submit is a no-op).
+        // test-read reads and reports; it spools nothing (the submit is a no-op). Taps arrive on the reader's
+        // thread; this command waits for them on a thread of its own, each wait on the monotonic clock.
+        let taps = Monitor([NFCTapEvent]())
         let source = NFCSource(
             config: nfc, hosts: config.hosts, logger: logger, submit: { _ in },
-            onTap: { continuation.yield(.tap($0)) })
+            onTap: { event in taps.update { $0.append(event) } })
         let json = args.json
         let target = nfc.readers.isEmpty ? "any reader" : nfc.readers.joined(separator: ", ")
         logger.info("test-read: tap \(count) tag(s) on \(target)", [("timeout", "\(timeout)s per tap")])
-        source.start()
-        defer { source.stop() }
-
-        var events: [NFCTapEvent] = []
-        var timedOut = false
-        var generation = 0
-        var timer = Self.deadline(generation, after: timeout, continuation) { .deadline($0) }
-        loop: for await item in stream {
-            switch item {
-            case .deadline(let g) where g == generation:
-                timedOut = true
-                logger.error("test-read: no tap within \(timeout)s", [("status", source.summary)])
-                break loop
-            case .deadline:
-                continue
-            case .tap(let event):
-                events.append(event)
-                print(
-                    json
-                        ? Self.tapJSON(event, number: events.count).encoded()
-                        : Self.tapLine(event, number: events.count))
-                if events.count >= count { break loop }
-                timer.cancel()
-                generation += 1
-                timer = Self.deadline(generation, after: timeout, continuation) { .deadline($0) }
+        let logger = self.logger
+        let (events, timedOut) = await OwnThread.run(name: "test-read") { () -> ([NFCTapEvent], Bool) in
+            source.start()
+            defer { source.stop() }
+            var seen = 0
+            while seen < count {
+                // The timeout runs from the previous tap (or the start), whatever arrived meanwhile.
+                guard taps.wait(until: MonotonicClock.deadline(after: timeout), for: { $0.count > seen }) else {
+                    logger.error("test-read: no tap within \(timeout)s", [("status", source.summary)])
+                    return (Array(taps.withLock { $0 }.prefix(count)), true)
+                }
+                for event in taps.withLock({ Array($0[seen...]) }) where seen < count {
+                    seen += 1
+                    print(json ? Self.tapJSON(event, number: seen).encoded() : Self.tapLine(event, number: seen))
+                }
             }
+            return (Array(taps.withLock { $0 }.prefix(count)), false)
         }
-        timer.cancel()
-        continuation.finish()
 
         let readTimes = events.filter(\.succeeded).map { $0.detectToReadSeconds * 1000 }.sorted()
         let failed = events.filter { !$0.succeeded }.count
@@ -144,17 +129,6 @@ extension CLI {
                     + "detect-to-read median \(median) ms, p95 \(p95) ms")
         }
         return failed == 0 && !timedOut ? 0 : 1
-    }
-
-    /// Yields `.deadline(generation)` after `seconds` unless cancelled.
-    private static func deadline<Item: Sendable>(
-        _ generation: Int, after seconds: Double, _ continuation: AsyncStream<Item>.Continuation,
-        _ make: @escaping @Sendable (Int) -> Item
-    ) -> Task<Void, Never> {
-        Task {
-            try? await Task.sleep(for: .seconds(seconds))
-            if !Task.isCancelled { continuation.yield(make(generation)) }
-        }
     }
 
     static func tapJSON(_ event: NFCTapEvent, number: Int) -> JSONValue {
