@@ -60,13 +60,21 @@ extension NFCRigTests {
             }
         }
 
-        @Test func acr122uReadsAPlingsNTAG213WithUIDAndOneFastRead() throws {
+        @Test func acr122uReadsAPlingsNTAG213WithOneFastReadAndTheUIDOfGetUID() throws {
             let harness = try harness(profile: .acr122u, personality: "acr122u")
             defer { harness.close() }
-            let (event, apdus) = try harness.tap("ntag213", uid: uid, NDEF.hex(NDEF.tlv(NDEF.uri(NDEF.plingsURL))))
-            #expect(event.read?.raw == NDEF.plingsURL)
-            #expect(apdus == ["FFCA000000", "FF00000005D4423A0327"])
-            #expect(event.apduCount == 2)
+            let data = NDEF.hex(NDEF.tlv(NDEF.uri(NDEF.plingsURL)))
+            for kind in ["ntag213", "ntag215", "ntag216"] {
+                let (event, apdus) = try harness.tap(kind, uid: uid, data)
+                #expect(event.read?.raw == NDEF.plingsURL)
+                // Pages 0-39: the UID (pages 0-2), the CC (page 3) and the whole message, in one exchange.
+                #expect(apdus == ["FF00000005D4423A0027"], "\(kind)")
+                #expect(event.apduCount == 1)
+                // The same tag on the plain reader: GET UID (FF CA) answers the same UID.
+                let (plain, plainAPDUs) = try harness.tap(kind, uid: uid, data, reader: 1)
+                #expect(plainAPDUs.first == "FFCA000000")
+                #expect(event.read?.uid == plain.read?.uid && plain.read?.uid == uid.lowercased(), "\(kind)")
+            }
         }
 
         @Test func part3ReadIsASessionAroundOneTransparentExchange() throws {
@@ -74,7 +82,8 @@ extension NFCRigTests {
             defer { harness.close() }
             let (event, apdus) = try harness.tap("ntag213", uid: uid, NDEF.hex(NDEF.tlv(NDEF.uri(NDEF.plingsURL))))
             #expect(event.read?.raw == NDEF.plingsURL)
-            #expect(apdus == ["FFCA000000", "FFC20000028100", "FFC200010595033A0327", "FFC20000028200"])
+            #expect(apdus == ["FFC20000028100", "FFC200010595033A0027", "FFC20000028200"])
+            #expect(event.read?.uid == uid.lowercased())
         }
 
         @Test func plainReaderWithAFastProfileFallsBackOnceThenNeverTriesAgain() throws {
@@ -88,7 +97,7 @@ extension NFCRigTests {
                 return
             }
             #expect(refused)
-            #expect(firstAPDUs.contains("FF00000005D4423A0327"))
+            #expect(firstAPDUs.contains("FF00000005D4423A0027"))
             let (second, secondAPDUs) = try harness.tap("ntag213", uid: uid, data)
             #expect(second.read?.raw == NDEF.plingsURL)
             #expect(second.result?.fastRead == .notTried)

@@ -6,7 +6,8 @@ public struct TagReadOptions: Sendable, Equatable {
     public var maxAPDUs: Int
     /// Upper bound on Le for Type 4 READ BINARY (further bounded by the tag's MLe and by 255).
     public var maxType4ReadLength: Int
-    /// Whether to ask the reader for the UID (`FF CA 00 00 00`) first.
+    /// Whether to report the tag's UID: the reader's GET UID (`FF CA 00 00 00`) first, or, for a Type 2 tag read
+    /// with FAST_READ, pages 0-2 of the first FAST_READ.
     public var readUID: Bool
     /// The pass-through to read Type 2 tags with NTAG FAST_READ, falling back to READ BINARY; nil: READ BINARY.
     public var fastRead: ReaderProfile.FastRead?
@@ -47,15 +48,22 @@ public enum TagReader {
         var session = CardSession(transport: transport, limit: options.maxAPDUs)
         defer { transport = session.transport }
 
-        let uid = options.readUID ? try session.readUID() : nil
+        // A Type 2 tag read with FAST_READ gets its UID from the same exchange as its NDEF message (pages 0-2).
+        let isType2: Bool = {
+            if case .type2 = kind { return true }
+            return false
+        }()
+        let uidFromPages = isType2 && options.fastRead != nil && options.readUID
+        var uid = options.readUID && !uidFromPages ? try session.readUID() : nil
         let lookup: NDEFLookup
         var fastReadUse = FastReadUse.notTried
         switch kind {
         case .type2:
-            var reader = Type2TagReader(session: session, fastRead: options.fastRead)
+            var reader = Type2TagReader(session: session, fastRead: options.fastRead, readsUID: uidFromPages)
             defer {
                 session = reader.session
                 fastReadUse = reader.fastReadUse
+                if uidFromPages { uid = reader.uid }
             }
             lookup = try reader.readNDEF()
         case .type4:

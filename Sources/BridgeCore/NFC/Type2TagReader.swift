@@ -16,10 +16,14 @@
 /// that returns no new byte is an error, so a reader answering 9000 with no data cannot loop.
 ///
 /// With a fast-read method (`ReaderProfile.FastRead`) the same walk reads through NTAG FAST_READ instead: the
-/// first exchange asks for pages 3-0x27 (the CC and the whole NTAG213 data area, all inside the smallest
-/// NTAG21x), later ones for up to `FastRead.maxPages` pages at once, never past the CC-declared area. Any reply
-/// that is not exactly the bytes asked for ends the fast attempt: the read starts again with READ BINARY
-/// (`fastReadUse` says so), so a bad pass-through reply can cost exchanges but never change the result.
+/// first exchange asks for pages 0-0x27 (the UID, the CC and the whole NTAG213 data area, all inside the smallest
+/// NTAG21x), so a tag with a typical Plings URL takes one exchange; later ones ask for up to `FastRead.maxPages`
+/// pages at once, never past the CC-declared area. The UID comes from pages 0-2 as the NTAG21x datasheet lays
+/// them out (UID0-2 and BCC0 = 0x88 ^ UID0 ^ UID1 ^ UID2 in page 0, UID3-6 in page 1, BCC1 = UID3 ^ ... ^ UID6
+/// first in page 2): the 7 bytes the reader's GET UID gives. Both check bytes must hold, else the fast attempt
+/// ends. Any reply that is not exactly the bytes asked for ends it too: the read starts again with GET UID and
+/// READ BINARY (`fastReadUse` says so), so a bad pass-through reply can cost exchanges but never change the
+/// result.
 ///
 /// Memory Control TLVs can declare reserved bytes *inside* the data area that an NDEF message skips
 /// over; that layout is not supported (NTAG21x and Ultralight C keep their lock bytes after the data
@@ -33,6 +37,10 @@ struct Type2TagReader<Transport: CardTransport> {
     var session: CardSession<Transport>
     /// The pass-through to try first, if any.
     let fastRead: ReaderProfile.FastRead?
+    /// Whether the read reports the UID: from pages 0-2 on the fast path, else from GET UID (`FF CA`).
+    let readsUID: Bool
+    /// The tag's UID, once read.
+    private(set) var uid: [UInt8]?
     /// What became of the fast attempt.
     private(set) var fastReadUse = FastReadUse.notTried
     /// The method in use for page reads; nil: READ BINARY.
@@ -42,9 +50,10 @@ struct Type2TagReader<Transport: CardTransport> {
     private var bufferStart = 0
     private var areaSize = 0
 
-    init(session: CardSession<Transport>, fastRead: ReaderProfile.FastRead? = nil) {
+    init(session: CardSession<Transport>, fastRead: ReaderProfile.FastRead? = nil, readsUID: Bool = false) {
         self.session = session
         self.fastRead = fastRead
+        self.readsUID = readsUID
     }
 
     /// A step failed: the tag's answer (a read error), or a fast-read reply that is not usable.
@@ -72,6 +81,7 @@ struct Type2TagReader<Transport: CardTransport> {
         method = nil
         buffer = []
         bufferStart = 0
+        if readsUID, uid == nil { uid = try session.readUID() }
         do throws(Attempt) {
             return try readPlain()
         } catch {
@@ -98,8 +108,17 @@ struct Type2TagReader<Transport: CardTransport> {
         }
         let result: Result<NDEFLookup, Attempt>
         do throws(Attempt) {
-            let data = try readPages(start: 3, count: Self.firstFastReadEnd - 3 + 1)
-            result = .success(try start(ccAndData: data, command: "FAST_READ pages 3-39", shortIsMalformed: false))
+            let first = readsUID ? 0 : 3
+            var data = try readPages(start: first, count: Self.firstFastReadEnd - first + 1)
+            if readsUID {
+                guard let uid = Self.uid(pages: data) else {
+                    throw .fast(FastRead.Failure("pages 0-2 hold no NTAG21x UID (the check bytes do not match)"))
+                }
+                self.uid = uid
+                data.removeFirst(12)
+            }
+            result = .success(
+                try start(ccAndData: data, command: "FAST_READ pages \(first)-39", shortIsMalformed: false))
         } catch {
             result = .failure(error)
         }
@@ -109,6 +128,16 @@ struct Type2TagReader<Transport: CardTransport> {
             _ = try exchangeRaw(FastRead.endSession, "end transparent session (FF C2 00 00 02 82 00)")
         }
         return try result.get()
+    }
+
+    /// The 7-byte UID in pages 0-2 (NTAG21x datasheet, "UID/serial number"), or nil when a check byte is wrong.
+    static func uid(pages: [UInt8]) -> [UInt8]? {
+        guard pages.count >= 12 else { return nil }
+        let uid = Array(pages[0..<3]) + Array(pages[4..<8])
+        let bcc0 = 0x88 ^ uid[0] ^ uid[1] ^ uid[2]
+        let bcc1 = uid[3] ^ uid[4] ^ uid[5] ^ uid[6]
+        guard pages[3] == bcc0, pages[8] == bcc1 else { return nil }
+        return uid
     }
 
     /// Parses the CC from the first 4 bytes and keeps the data bytes after it, then walks the TLVs.

@@ -83,18 +83,35 @@ struct FakePassThroughTag: CardTransport {
             kind: .type2(name: "NTAG"), transport: &transport, options: TagReadOptions(fastRead: method))
     }
 
-    @Test("ACR122U: a Plings URL on an NTAG213 is UID + one FAST_READ of pages 03-27")
+    @Test("ACR122U: a Plings URL on an NTAG213 is one FAST_READ of pages 00-27, the UID from pages 0-2")
     func acr122uNTAG213() throws {
         var tag = FakePassThroughTag(.ntag213(data: Self.tlv(Self.uriRecord(Self.plingsURL))), style: .acr122u)
         let result = try Self.read(&tag, .inCommunicateThru)
         #expect(result.uri == Self.plingsURL)
         #expect(result.fastRead == .used)
-        #expect(result.apduCount == 2)
-        #expect(
-            tag.log == [
-                [0xFF, 0xCA, 0x00, 0x00, 0x00],
-                [0xFF, 0x00, 0x00, 0x00, 0x05, 0xD4, 0x42, 0x3A, 0x03, 0x27],
-            ])
+        #expect(result.apduCount == 1)
+        #expect(tag.log == [[0xFF, 0x00, 0x00, 0x00, 0x05, 0xD4, 0x42, 0x3A, 0x00, 0x27]])
+        // The UID is exactly what the reader's GET UID gives for the same tag.
+        var plain = FakePassThroughTag(.ntag213(data: Self.tlv(Self.uriRecord(Self.plingsURL))), style: .refusing)
+        let viaGetUID = try TagReader.read(kind: .type2(name: "NTAG"), transport: &plain)
+        #expect(plain.log.first == [0xFF, 0xCA, 0x00, 0x00, 0x00])
+        #expect(result.uid == viaGetUID.uid && result.uid == [0x04, 0xA1, 0xB2, 0xC3, 0xD4, 0xE5, 0x80])
+    }
+
+    @Test("pages 0-2 whose check bytes are wrong are not a UID: GET UID and READ BINARY instead")
+    func badCheckBytesFallBack() throws {
+        var image = FakeType2Tag.ntag213(data: Self.tlv(Self.uriRecord(Self.plingsURL)))
+        image.memory[3] ^= 0x01  // BCC0
+        var tag = FakePassThroughTag(image, style: .acr122u)
+        let result = try Self.read(&tag, .inCommunicateThru)
+        #expect(result.uri == Self.plingsURL)
+        #expect(result.uid == [0x04, 0xA1, 0xB2, 0xC3, 0xD4, 0xE5, 0x80])
+        guard case .fellBack(let reason, false) = result.fastRead else {
+            Issue.record("\(String(describing: result.fastRead))")
+            return
+        }
+        #expect(reason.contains("no NTAG21x UID"))
+        #expect(tag.log.contains([0xFF, 0xCA, 0x00, 0x00, 0x00]))
     }
 
     @Test("Part 3: start session, one transparent exchange with a 95 object, end session; 97 with an 81 length")
@@ -105,9 +122,8 @@ struct FakePassThroughTag: CardTransport {
         #expect(result.fastRead == .used)
         #expect(
             tag.log == [
-                [0xFF, 0xCA, 0x00, 0x00, 0x00],
                 [0xFF, 0xC2, 0x00, 0x00, 0x02, 0x81, 0x00],
-                [0xFF, 0xC2, 0x00, 0x01, 0x05, 0x95, 0x03, 0x3A, 0x03, 0x27],
+                [0xFF, 0xC2, 0x00, 0x01, 0x05, 0x95, 0x03, 0x3A, 0x00, 0x27],
                 [0xFF, 0xC2, 0x00, 0x00, 0x02, 0x82, 0x00],
             ])
     }
@@ -124,7 +140,7 @@ struct FakePassThroughTag: CardTransport {
         let fastReads = tag.log.filter { $0.count == 10 && $0[5] == 0xD4 }.map { Array($0[7...]) }
         // Area: 496 bytes = pages 04-7F; the message ends near byte 370: 0x28 + 60 pages - 1 = 0x63 covers it.
         #expect(image.count > 144 + 4 && image.count <= 144 + 240)
-        #expect(fastReads == [[0x3A, 0x03, 0x27], [0x3A, 0x28, 0x63]])
+        #expect(fastReads == [[0x3A, 0x00, 0x27], [0x3A, 0x28, 0x63]])
         var plain = FakePassThroughTag(
             .image(cc: [0xE1, 0x10, 0x3E, 0x00], data: image, pages: 135), style: .refusing)
         #expect(try TagReader.read(kind: .type2(name: "NTAG"), transport: &plain).uri == url)
@@ -138,8 +154,8 @@ struct FakePassThroughTag: CardTransport {
         #expect(
             result.fastRead
                 == .fellBack(
-                    reason: "FAST_READ pages 3-39: reader answered 6E00 to the pass-through", readerRefused: true))
-        #expect(result.apduCount == 2 + 5 - 1)  // UID, refused FAST_READ, then READ BINARY's 4 reads
+                    reason: "FAST_READ pages 0-39: reader answered 6E00 to the pass-through", readerRefused: true))
+        #expect(result.apduCount == 1 + 1 + 4)  // the refused FAST_READ, GET UID, then READ BINARY's 4 reads
         var part3 = FakePassThroughTag(.ntag213(data: Self.tlv(Self.uriRecord(Self.plingsURL))), style: .refusing)
         let viaPart3 = try Self.read(&part3, .transparentSession)
         #expect(viaPart3.uri == Self.plingsURL)
@@ -155,7 +171,7 @@ struct FakePassThroughTag: CardTransport {
             style: .acr122u)
         let result = try Self.read(&tag, .inCommunicateThru)
         #expect(result.uri == "https://s.plings.io/?t=n")
-        #expect(result.fastRead == .fellBack(reason: "FAST_READ pages 3-39: PN533 status 01", readerRefused: false))
+        #expect(result.fastRead == .fellBack(reason: "FAST_READ pages 0-39: PN533 status 01", readerRefused: false))
     }
 
     @Test("truncated, lengthened and garbled pass-through replies never change the URL")

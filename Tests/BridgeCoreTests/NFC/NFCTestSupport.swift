@@ -91,7 +91,13 @@ struct FakeType2Tag: CardTransport {
     /// A tag of `pages` pages with `cc` in page 3 and `data` from page 4 (zero padded, cut to fit).
     static func image(cc: [UInt8], data: [UInt8], pages: Int) -> FakeType2Tag {
         var memory = [UInt8](repeating: 0, count: pages * 4)
-        let header: [UInt8] = [0x04, 0xA1, 0xB2, 0x88, 0xC3, 0xD4, 0xE5, 0x80, 0x42, 0x48, 0x00, 0x00]
+        // Pages 0-2 as the NTAG21x datasheet lays out the 7-byte UID the tag's FF CA answers: UID0-2 and
+        // BCC0 = CT (0x88) ^ UID0 ^ UID1 ^ UID2; UID3-6; BCC1 = UID3 ^ UID4 ^ UID5 ^ UID6, internal byte, lock bytes.
+        let u = FakeType2Tag(memory: []).uid
+        let header: [UInt8] = [
+            u[0], u[1], u[2], 0x88 ^ u[0] ^ u[1] ^ u[2], u[3], u[4], u[5], u[6], u[3] ^ u[4] ^ u[5] ^ u[6], 0x48,
+            0x00, 0x00,
+        ]
         memory.replaceSubrange(0..<12, with: header)
         memory.replaceSubrange(12..<16, with: cc.prefix(4))
         let areaEnd = min(16 + Int(cc.count > 2 ? cc[2] : 0) * 8, memory.count)
