@@ -69,7 +69,15 @@ final class SerialReaderLoop {
             let order = Array(ports.values)
             for port in order { fds.append(pollfd(fd: port.fd.rawValue, events: Int16(POLLIN), revents: 0)) }
             let timeout = pollTimeout(now: MonotonicClock.now())
-            let ready = (try? systemCall("poll") { poll(&fds, nfds_t(fds.count), timeout) }) ?? 0
+            let ready: Int32
+            do {
+                ready = try systemCall("poll") { poll(&fds, nfds_t(fds.count), timeout) }
+            } catch {
+                logger.error("serial: poll failed", [("error", error.description)])
+                // Never spin on a persistent poll error (ENOMEM): pause, then rebuild the set.
+                MonotonicClock.sleep(seconds: 0.1)
+                continue
+            }
             let now = MonotonicClock.now()
             if ready > 0 {
                 if fds[0].revents != 0 { control.wakePipe?.drain() }
