@@ -66,9 +66,10 @@ extension CLI {
         guard kill(pid, SIGHUP) == 0 else {
             throw CommandFailure.runtime("cannot signal process \(pid): \(String(cString: strerror(errno)))")
         }
-        // The service writes its status file before it tells systemd READY=1: a short poll of one small file,
-        // for at most `timeout`, in a command that ends with it.
+        // The service writes its status file (a rename into its directory) before it tells systemd READY=1: look
+        // at it each time its directory changes, for at most `timeout` (every 50 ms where inotify is not to be had).
         let deadline = MonotonicClock.deadline(after: timeout)
+        let watch = DirectoryWatch((settings.statusPath as NSString).deletingLastPathComponent)
         while MonotonicClock.now() < deadline {
             if let after = LiveStatus.read(settings.statusPath), after.pid == pid, after.generation > generation {
                 let config = after.json["config"]
@@ -80,7 +81,11 @@ extension CLI {
                 show("configuration reloaded: \(config?["path"]?.stringValue ?? "(built-in defaults)")")
                 return 0
             }
-            MonotonicClock.sleep(seconds: 0.05)
+            if let watch {
+                _ = watch.wait(until: deadline)
+            } else {
+                MonotonicClock.sleep(seconds: 0.05)
+            }
         }
         throw CommandFailure.runtime(
             "process \(pid) did not confirm the reload within \(Int(timeout)) s (is it plings-bridge run?)")

@@ -1,0 +1,28 @@
+import Glibc
+
+/// Waits for files to appear in one directory (inotify: a file renamed into it or closed after writing), so a
+/// command that waits for another process's file sleeps until it changes instead of polling it.
+public final class DirectoryWatch {
+    private let fd: FileDescriptor
+
+    /// Nil when inotify is unavailable (no watches left, a filesystem without it): the caller polls instead.
+    public init?(_ directory: String) {
+        let raw = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard raw >= 0 else { return nil }
+        fd = FileDescriptor(adopting: raw)
+        guard inotify_add_watch(raw, directory, UInt32(IN_MOVED_TO | IN_CLOSE_WRITE | IN_CREATE)) >= 0 else {
+            return nil
+        }
+    }
+
+    /// Sleeps until something changed in the directory or `deadline` (monotonic seconds) passed; true when
+    /// something changed. The events themselves are read and dropped: the caller looks at the file again.
+    public func wait(until deadline: Double) -> Bool {
+        var fds = [pollfd(fd: fd.rawValue, events: Int16(POLLIN), revents: 0)]
+        let milliseconds = Int32(max(0, min(60_000, ((deadline - MonotonicClock.now()) * 1000).rounded(.up))))
+        guard let ready = try? systemCall("poll", { poll(&fds, 1, milliseconds) }), ready > 0 else { return false }
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while (try? fd.read(into: &buffer)) ?? 0 > 0 {}
+        return true
+    }
+}
