@@ -81,7 +81,7 @@ let package = Package(
             name: "plings-bridge",
             dependencies: [
                 "Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform", "Plugins",
-                "Forwarder", "ReadPipeline",
+                "Forwarder", "ReadPipeline", "Serial",
             ]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(

@@ -25,11 +25,13 @@ public struct ScannerInfo: Sendable, Equatable {
     /// Why opening or grabbing failed, when it did.
     public var problem: String?
 
-    /// The JSON object of `scanners --json`.
+    /// The JSON object of `scanners --json` (`transport` `keyboard`: a keyboard-wedge scanner; serial ports follow
+    /// with `transport` `serial`).
     public var json: JSONValue {
         func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
         return .object([
-            ("devnode", .string(devnode)), ("name", .string(name)), ("vendor", optional(vendor)),
+            ("transport", .string("keyboard")), ("devnode", .string(devnode)), ("name", .string(name)),
+            ("vendor", optional(vendor)),
             ("model", optional(model)), ("serial", optional(serial)), ("path", optional(path)),
             ("matched", .bool(matched)), ("reason", .string(reason)), ("openable", .bool(openable)),
             ("grabbable", .bool(grabbable)), ("stableName", optional(stableName)), ("layout", optional(layout)),

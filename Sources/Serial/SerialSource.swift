@@ -1,8 +1,10 @@
 import BridgeCore
 import Foundation
+import Glibc
 import Logging
 import Platform
 import Plugins
+import Udev
 
 /// Serial barcode scanners (`serial` section): ttys that a `serial.match` rule names, found through udev with
 /// hot-plug, opened exclusively in raw mode, their byte stream cut into codes by `SerialFramer`; every code is
@@ -103,4 +105,50 @@ final class SerialControl: Sendable {
     }
 
     var isStopping: Bool { flags.withLock { $0.stopping } }
+}
+
+/// One USB serial port as `plings-bridge scanners` reports it (docs/contracts.md, "Command line"): what udev says
+/// of it, whether a `serial.match` rule names it, and whether this user may read it.
+public struct SerialPortListing: Sendable, Equatable {
+    public var port: SerialPortInfo
+    public var matched: Bool
+    public var reason: String
+    public var openable: Bool
+
+    /// The `scanners --json` object: the keyboard scanners' fields (`model` is the USB product id, as there),
+    /// `transport` `serial`, and `grabbable` null (a serial port is opened exclusively instead).
+    public var json: JSONValue {
+        func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+        return .object([
+            ("transport", .string("serial")), ("devnode", .string(port.devnode)),
+            ("name", .string(port.model?.replacingOccurrences(of: "_", with: " ") ?? port.devnode)),
+            ("vendor", optional(port.vendor)), ("model", optional(port.product)), ("serial", optional(port.serial)),
+            ("path", optional(port.path)), ("matched", .bool(matched)), ("reason", .string(reason)),
+            ("openable", .bool(openable)), ("grabbable", .null),
+            ("stableName", matched ? .string(port.stableName) : .null),
+        ])
+    }
+}
+
+extension SerialSource {
+    /// Every USB serial port udev knows (a tty with a USB vendor id: not the built-in ttyS* or consoles), with the
+    /// `serial.match` rule that names it, if any, and whether this user may read it. Opens nothing: the running
+    /// service may hold a port exclusively.
+    public static func scan(config: SerialConfig) -> [SerialPortListing] {
+        guard let udev = try? UdevContext() else { return [] }
+        return udev.devices(subsystem: "tty").compactMap { device in
+            guard let port = SerialReaderLoop.info(device), port.vendor != nil else { return nil }
+            let rule = config.match.firstIndex { $0.matches(port) }
+            let reason: String
+            if let rule {
+                reason = "serial.match[\(rule)]"
+            } else if config.match.isEmpty {
+                reason = "no serial.match rule: serial ports are read only when a rule names them"
+            } else {
+                reason = "no serial.match rule names it"
+            }
+            return SerialPortListing(
+                port: port, matched: rule != nil, reason: reason, openable: access(port.devnode, R_OK) == 0)
+        }
+    }
 }

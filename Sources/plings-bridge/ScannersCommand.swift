@@ -6,6 +6,7 @@ import Logging
 import Spool
 import Platform
 import ReadPipeline
+import Serial
 
 extension CLI {
     /// `plings-bridge scanners [--json]`: the keyboards udev knows, which are scanners and why, and whether
@@ -18,12 +19,13 @@ extension CLI {
             return try watchScanners(args, settings)
         }
         let found = HIDSource.scan(config: settings.config.hid)
+        let ports = SerialSource.scan(config: settings.config.serial)
         if args.json {
-            print(JSONValue.array(found.map(\.json)).encoded())
+            print(JSONValue.array(found.map(\.json) + ports.map(\.json)).encoded())
             return 0
         }
-        if found.isEmpty {
-            print("(no keyboards or scanners found)")
+        if found.isEmpty && ports.isEmpty {
+            print("(no keyboards, scanners or USB serial ports found)")
             return 0
         }
         for info in found {
@@ -35,6 +37,16 @@ extension CLI {
             show(
                 "    openable: \(info.openable ? "yes" : "no")  grabbable: \(info.grabbable ? "yes" : "no")"
                     + (info.problem.map { "  (\($0))" } ?? ""))
+        }
+        for listing in ports {
+            let port = listing.port
+            show(
+                "\(port.devnode)  \(port.vendor ?? "????"):\(port.product ?? "????")  \(port.model ?? "-")  (serial port)"
+            )
+            show("    \(listing.matched ? "scanner" : "ignored"): \(listing.reason)")
+            if listing.matched { show("    name: \(port.stableName)") }
+            show("    serial: \(port.serial ?? "-")  path: \(port.path ?? "-")")
+            show("    openable: \(listing.openable ? "yes" : "no")")
         }
         return 0
     }

@@ -20,7 +20,9 @@ struct SerialUmockdevTests {
 
     /// Runs the driver with `steps` (JSON objects) around `run`, with the `serial` section `serial` and every other
     /// source off; returns the driver's report and the spool's records.
-    func drive(_ steps: [String], serial: String) throws -> (report: JSONValue, records: [JSONValue]) {
+    func drive(_ steps: [String], serial: String, command: [String] = ["run"]) throws -> (
+        report: JSONValue, records: [JSONValue]
+    ) {
         let dir = TemporaryDirectory("serial-umockdev")
         defer { dir.remove() }
         let config = dir.file("config.json")
@@ -38,9 +40,8 @@ struct SerialUmockdevTests {
         environment["XDG_STATE_HOME"] = dir.file("state")
         let result = try ProcessRunner.run(
             "/usr/bin/umockdev-wrapper",
-            [
-                "/usr/bin/python3", Products.rig("serial/serial_driver.py"), script, "--", binary, "run", "--config",
-                config, "--spool", spool,
+            ["/usr/bin/python3", Products.rig("serial/serial_driver.py"), script, "--", binary] + command + [
+                "--config", config, "--spool", spool,
             ],
             environment: environment, timeout: 60)
         let report = try JSONParser.parse(result.stdout.trimmingASCIIWhitespace())
@@ -101,6 +102,27 @@ struct SerialUmockdevTests {
             $0.contains("scan discarded")
         }
         #expect(discard?.contains("longer than serial.maxLength (80 bytes)") == true, "\(discard ?? "")")
+    }
+
+    @Test func scannersListsTheUSBSerialPortsAndTheRuleThatNamesEach() throws {
+        let (report, _) = try drive(
+            [#"{"plug":"acm0.umockdev"}"#, #"{"plug":"modem.umockdev"}"#, #"{"start":true}"#, #"{"exit":true}"#],
+            serial: #"{"match":[\#(Self.matchScanner)]}"#, command: ["scanners", "--json"])
+        #expect(report["ok"] == .bool(true), "\(report)")
+        guard case .array(let stdout)? = report["stdout"], let line = stdout.first?.stringValue,
+            case .array(let listed) = try JSONParser.parse(line)
+        else {
+            Issue.record("no JSON array on stdout: \(report)")
+            return
+        }
+        let ports = listed.filter { $0["transport"]?.stringValue == "serial" }
+        #expect(ports.map { $0["devnode"]?.stringValue } == ["/dev/ttyACM0", "/dev/ttyACM7"])
+        let scanner = try #require(ports.first)
+        #expect(scanner["matched"] == .bool(true) && scanner["reason"] == .string("serial.match[0]"))
+        #expect(scanner["vendor"] == .string("0c2e") && scanner["model"] == .string("0b6a"))
+        #expect(scanner["serial"] == .string("SN0042") && scanner["stableName"] == .string(Self.name))
+        let modem = try #require(ports.last)
+        #expect(modem["matched"] == .bool(false) && modem["reason"] == .string("no serial.match rule names it"))
     }
 
     @Test func noRuleMeansNoPortAndStatusSaysSo() throws {

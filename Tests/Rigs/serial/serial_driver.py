@@ -13,12 +13,14 @@ SCRIPT is a JSON list of steps, done in order, each bounded in time:
   {"write": "/dev/ttyACM0", "hex": "0d0a"}   write the bytes to the scanner's side of the node
   {"pause": 0.3}                             let time pass (an inter-byte gap is what some steps test)
   {"unplug": "acm0.umockdev"}                send remove uevents (child first) and remove the device
+  {"exit": true}                             wait (15 s at most) for CMD to end by itself, successfully
 
 At the end CMD is stopped with SIGTERM. Prints one JSON object: {"ok", "step", "stdout": [lines], "stderr"}.
 Re-adding a node name crashes umockdev 0.17.16: replug a scanner under a new name (acm1.umockdev).
 """
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -63,6 +65,11 @@ def main():
             os.write(masters[node], bytes.fromhex(item["hex"]))
         elif "pause" in item:
             time.sleep(min(float(item["pause"]), 5))
+        elif "exit" in item:
+            try:
+                ok = child is not None and child.proc.wait(timeout=15) == 0
+            except subprocess.TimeoutExpired:
+                ok = False
         elif "unplug" in item:
             paths = syspaths(os.path.join(here, item["unplug"]))
             for path in reversed(paths):
