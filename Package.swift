@@ -60,7 +60,7 @@ let package = Package(
         // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
         .target(
             name: "HID",
-            dependencies: ["BridgeCore", "Logging", "CUDev", "CEvdevShim", "CXKBCommon", "Platform", "Plugins"]),
+            dependencies: ["BridgeCore", "Logging", "Udev", "CEvdevShim", "CXKBCommon", "Platform", "Plugins"]),
         // libudev for any subsystem: enumeration and the hot-plug monitor.
         .target(name: "Udev", dependencies: ["CUDev", "Platform"]),
         // Serial barcode scanners (CDC-ACM, USB-serial): ttys named by serial.match, raw mode, framed by suffix.

@@ -24,8 +24,8 @@ final class ScannerDiscovery {
     private let config: BridgeConfig.HID
     private let logger: Logger
     private let reader: ScannerReader
-    private var udev: Udev?
-    private var monitor: UdevMonitor?
+    private var udev: InputUdev?
+    private var monitor: InputMonitor?
     private var pending: [PendingOpen] = []
 
     init(config: BridgeConfig.HID, logger: Logger, reader: ScannerReader) {
@@ -43,7 +43,7 @@ final class ScannerDiscovery {
     /// Connects to udev, starts the hot-plug monitor and opens the scanners present now.
     func startUdev() {
         do {
-            let udev = try Udev()
+            let udev = try InputUdev()
             self.udev = udev
             do {
                 monitor = try udev.monitor()

@@ -45,7 +45,7 @@ extension HIDSource {
     /// grabbed now (a scanner grabbed by a running service reports "grabbed by another process").
     /// Safe to call while a `HIDSource` runs: it uses its own udev context.
     public static func scan(config: BridgeConfig.HID) -> [ScannerInfo] {
-        guard let udev = try? Udev() else { return [] }
+        guard let udev = try? InputUdev() else { return [] }
         let keyboards = ScannerMatcher.verdicts(for: udev.inputDevices(), rules: config.match)
         let names = ScannerMatcher.stableNames(keyboards.filter(\.verdict.matched).map(\.device))
         var result: [ScannerInfo] = []

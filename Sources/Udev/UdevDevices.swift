@@ -12,15 +12,20 @@ public struct UdevDevice: Sendable, Equatable {
     /// The sysfs attributes of the USB device above it (`idVendor`, `idProduct`, `serial`, `product`), when there
     /// is one: they stand in for properties udev has not set (under umockdev nothing is "initialized").
     public var usb: [String: String]
+    /// What the caller asked of the nearest parent of each subsystem (`devices(subsystem:parents:)`): each named
+    /// sysfs attribute, else the property of that name; absent when empty.
+    public var parents: [String: [String: String]]
 
     public init(
-        syspath: String, sysname: String, devnode: String?, properties: [String: String], usb: [String: String] = [:]
+        syspath: String, sysname: String, devnode: String?, properties: [String: String], usb: [String: String] = [:],
+        parents: [String: [String: String]] = [:]
     ) {
         self.syspath = syspath
         self.sysname = sysname
         self.devnode = devnode
         self.properties = properties
         self.usb = usb
+        self.parents = parents
     }
 
     /// A property, or nil when absent or empty.
@@ -42,11 +47,13 @@ public final class UdevContext {
 
     deinit { udev_unref(context) }
 
-    /// Every device of `subsystem` that has a device node, sorted by node.
-    public func devices(subsystem: String) -> [UdevDevice] {
+    /// Every device of `subsystem` (and sysname pattern, `event*`) that has a device node, sorted by node;
+    /// `parents` names, per subsystem of a parent, the attributes to read from it (the input parent's `name`).
+    public func devices(subsystem: String, sysname: String? = nil, parents: [String: [String]] = [:]) -> [UdevDevice] {
         guard let enumerator = udev_enumerate_new(context) else { return [] }
         defer { udev_enumerate_unref(enumerator) }
         udev_enumerate_add_match_subsystem(enumerator, subsystem)
+        if let sysname { udev_enumerate_add_match_sysname(enumerator, sysname) }
         udev_enumerate_scan_devices(enumerator)
         var devices: [UdevDevice] = []
         var entry = udev_enumerate_get_list_entry(enumerator)
@@ -54,7 +61,7 @@ public final class UdevContext {
             if let syspath = udev_list_entry_get_name(current),
                 let device = udev_device_new_from_syspath(context, syspath)
             {
-                let described = UdevContext.describe(device)
+                let described = UdevContext.describe(device, parents: parents)
                 if described.devnode != nil { devices.append(described) }
                 udev_device_unref(device)
             }
@@ -63,8 +70,11 @@ public final class UdevContext {
         return devices.sorted { ($0.devnode ?? "") < ($1.devnode ?? "") }
     }
 
-    /// A hot-plug monitor of `subsystem` (events after udev processed them: the "udev" netlink source).
-    public func monitor(subsystem: String) throws(SystemError) -> UdevDeviceMonitor {
+    /// A hot-plug monitor of `subsystem` (events after udev processed them: the "udev" netlink source); each
+    /// event's device is described as `devices(subsystem:sysname:parents:)` describes it.
+    public func monitor(subsystem: String, parents: [String: [String]] = [:]) throws(SystemError)
+        -> UdevDeviceMonitor
+    {
         guard let monitor = udev_monitor_new_from_netlink(context, "udev") else {
             throw SystemError("udev_monitor_new_from_netlink", errno: Glibc.errno)
         }
@@ -78,10 +88,10 @@ public final class UdevContext {
             udev_monitor_unref(monitor)
             throw SystemError("udev_monitor_enable_receiving", errno: -enabled)
         }
-        return UdevDeviceMonitor(monitor)
+        return UdevDeviceMonitor(monitor, parents: parents)
     }
 
-    static func describe(_ device: OpaquePointer) -> UdevDevice {
+    static func describe(_ device: OpaquePointer, parents wanted: [String: [String]]) -> UdevDevice {
         var properties: [String: String] = [:]
         var entry = udev_device_get_properties_list_entry(device)
         while let current = entry {
@@ -101,10 +111,22 @@ public final class UdevContext {
                 }
             }
         }
+        var parents: [String: [String: String]] = [:]
+        for (subsystem, names) in wanted {
+            guard let parent = udev_device_get_parent_with_subsystem_devtype(device, subsystem, nil) else { continue }
+            var values: [String: String] = [:]
+            for name in names {
+                let value =
+                    string(udev_device_get_sysattr_value(parent, name))
+                    ?? string(udev_device_get_property_value(parent, name))
+                if let value, !value.isEmpty { values[name] = value }
+            }
+            parents[subsystem] = values
+        }
         return UdevDevice(
             syspath: string(udev_device_get_syspath(device)) ?? "",
             sysname: string(udev_device_get_sysname(device)) ?? "",
-            devnode: string(udev_device_get_devnode(device)), properties: properties, usb: usb)
+            devnode: string(udev_device_get_devnode(device)), properties: properties, usb: usb, parents: parents)
     }
 
     static func string(_ pointer: UnsafePointer<CChar>?) -> String? { pointer.map { String(cString: $0) } }
@@ -119,8 +141,12 @@ public final class UdevDeviceMonitor {
     }
 
     private let monitor: OpaquePointer
+    private let parents: [String: [String]]
 
-    init(_ monitor: OpaquePointer) { self.monitor = monitor }
+    init(_ monitor: OpaquePointer, parents: [String: [String]]) {
+        self.monitor = monitor
+        self.parents = parents
+    }
 
     deinit { udev_monitor_unref(monitor) }
 
@@ -131,7 +157,7 @@ public final class UdevDeviceMonitor {
         var events: [Event] = []
         while let device = udev_monitor_receive_device(monitor) {
             let action = UdevContext.string(udev_device_get_action(device)) ?? ""
-            events.append(Event(action: action, device: UdevContext.describe(device)))
+            events.append(Event(action: action, device: UdevContext.describe(device, parents: parents)))
             udev_device_unref(device)
             if events.count >= 64 { break }
         }
