@@ -20,8 +20,8 @@ public final class HIDSource: ReadSource {
     /// False only in tests and `plings-bench hid`, which feed pipes through `attach(fd:...)` without udev.
     private let useUdev: Bool
     private let control = ReaderControl()
-    /// The reader thread's progress: scanners present at start attached, loop ended.
-    private let progress = Monitor((ready: false, finished: false))
+    /// The reader thread: ready once the scanners present at start are attached.
+    private let thread = ReaderThread(name: "hid-reader")
 
     /// A source that finds scanners through udev; with `udev: false` scanners come only from
     /// `attach(fd:name:layout:)` (unit tests and `plings-bench hid` feed pipes carrying raw `input_event`
@@ -43,24 +43,17 @@ public final class HIDSource: ReadSource {
             return
         }
         guard control.markStarted() else { return }
-        let thread = Thread { [self] in
+        thread.start(readyWithin: 2) { [self] ready in
             let loop = ReaderLoop(control: control, config: config, logger: logger, useUdev: useUdev, submit: submit)
-            loop.run { progress.update { $0.ready = true } }
-            progress.update {
-                $0.ready = true
-                $0.finished = true
-            }
+            loop.run(ready: ready)
         }
-        thread.name = "hid-reader"
-        thread.start()
-        progress.wait(until: MonotonicClock.deadline(after: 2)) { $0.ready }
     }
 
     /// Stops the reader thread, releasing every grab and closing every node; returns by `deadline` (the thread
     /// ends within tens of milliseconds: its poll() wakes on a pipe).
     public func stop(deadline: Double) {
         guard control.requestStop() else { return }
-        if !progress.wait(until: deadline, for: { $0.finished }) {
+        if !thread.waitForEnd(until: deadline) {
             logger.warn("hid reader did not stop in time")
         }
     }

@@ -18,8 +18,8 @@ public final class SerialSource: ReadSource {
     private let logger: Logger
     private let submit: @Sendable (Read) -> Void
     let control = SerialControl()
-    /// The reader thread's progress: ports present at start opened, loop ended.
-    private let progress = Monitor((ready: false, finished: false))
+    /// The reader thread: ready once the ports present at start are open.
+    private let thread = ReaderThread(name: "serial-reader")
 
     /// Nothing runs before `start()`.
     public init(config: SerialConfig, logger: Logger, submit: @escaping @Sendable (Read) -> Void) {
@@ -40,23 +40,15 @@ public final class SerialSource: ReadSource {
             return
         }
         guard control.markStarted() else { return }
-        let thread = Thread { [self] in
-            let loop = SerialReaderLoop(control: control, config: config, logger: logger, submit: submit)
-            loop.run { progress.update { $0.ready = true } }
-            progress.update {
-                $0.ready = true
-                $0.finished = true
-            }
+        thread.start(readyWithin: 2) { [self] ready in
+            SerialReaderLoop(control: control, config: config, logger: logger, submit: submit).run(ready: ready)
         }
-        thread.name = "serial-reader"
-        thread.start()
-        progress.wait(until: MonotonicClock.deadline(after: 2)) { $0.ready }
     }
 
     /// Stops the reader thread and closes every port by `deadline` (its `poll()` wakes on a pipe at once).
     public func stop(deadline: Double) {
         guard control.requestStop() else { return }
-        if !progress.wait(until: deadline, for: { $0.finished }) { logger.warn("serial reader did not stop in time") }
+        if !thread.waitForEnd(until: deadline) { logger.warn("serial reader did not stop in time") }
     }
 
     /// Which ports are read, and up while at least one is.

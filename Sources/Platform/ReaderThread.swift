@@ -1,0 +1,32 @@
+import Foundation
+
+/// A device source's reader thread: started once, with a bounded wait until it has attached the devices present
+/// at start, and a wait for its end by a deadline. The loop itself (a `poll()` over the devices) and how it is
+/// told to stop (a flag and a `WakePipe`) are the source's.
+public final class ReaderThread: Sendable {
+    private let name: String
+    private let progress = Monitor((ready: false, finished: false))
+
+    public init(name: String) { self.name = name }
+
+    /// Runs `body` on a new thread and waits up to `readyWithin` seconds for it to call its `ready` argument (or to
+    /// return). Blocking: call it from a source's `start`, which runs on a thread of its own.
+    public func start(
+        readyWithin: Double, _ body: @escaping @Sendable (_ ready: @escaping @Sendable () -> Void) -> Void
+    ) {
+        let progress = self.progress
+        let thread = Thread {
+            body { progress.update { $0.ready = true } }
+            progress.update {
+                $0.ready = true
+                $0.finished = true
+            }
+        }
+        thread.name = name
+        thread.start()
+        progress.wait(until: MonotonicClock.deadline(after: readyWithin)) { $0.ready }
+    }
+
+    /// Waits until the thread's body has returned, or `deadline` (monotonic seconds) passed; true when it ended.
+    public func waitForEnd(until deadline: Double) -> Bool { progress.wait(until: deadline) { $0.finished } }
+}
