@@ -62,12 +62,10 @@ public struct NFCConfig: ConfigSection {
 
     /// `nfc.profiles`: `[{"reader": "<substring of the PC/SC name>", "profile": "acr122u"}, ...]`.
     static func readerProfiles(_ value: JSONValue, origin: String) throws(ConfigError) -> [ReaderProfile.Rule] {
-        guard case .array(let items) = value else { throw ConfigError("\(origin): expected an array of objects") }
         var rules: [ReaderProfile.Rule] = []
         let names = ReaderProfile.allCases.map(\.rawValue).joined(separator: ", ")
-        for (index, item) in items.enumerated() {
-            let where_ = "\(origin)[\(index)]"
-            guard case .object(let members) = item else { throw ConfigError("\(where_): expected an object") }
+        for (where_, members) in try ConfigLoader.objects(value, at: origin) {
+            let item = JSONValue.object(members)
             for (key, _) in members where key != "reader" && key != "profile" {
                 throw ConfigError("\(where_): unknown key '\(key)'")
             }

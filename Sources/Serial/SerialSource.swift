@@ -123,14 +123,16 @@ public struct SerialPortListing: Sendable, Equatable {
 }
 
 extension SerialSource {
-    /// Every USB serial port udev knows (a tty with a USB vendor id: not the built-in ttyS* or consoles), with the
-    /// `serial.match` rule that names it, if any, and whether this user may read it. Opens nothing: the running
-    /// service may hold a port exclusively.
+    /// Every USB serial port udev knows (a tty with a USB vendor id), and every other tty a `serial.match` rule
+    /// names (an RS-232 port by its node), with the rule that names it, if any, and whether this user may read it.
+    /// The built-in ttyS* and consoles no rule names are left out. Opens nothing: the running service may hold a
+    /// port exclusively.
     public static func scan(config: SerialConfig) -> [SerialPortListing] {
         guard let udev = try? UdevContext() else { return [] }
         return udev.devices(subsystem: "tty").compactMap { device in
-            guard let port = SerialReaderLoop.info(device), port.vendor != nil else { return nil }
+            guard let port = SerialReaderLoop.info(device) else { return nil }
             let rule = config.match.firstIndex { $0.matches(port) }
+            guard port.vendor != nil || rule != nil else { return nil }
             let reason: String
             if let rule {
                 reason = "serial.match[\(rule)]"

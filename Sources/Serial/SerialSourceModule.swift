@@ -1,8 +1,6 @@
 import BridgeCore
-import Glibc
 import Logging
 import Plugins
-import Udev
 
 extension ReadSourceModule {
     /// Serial barcode scanners (`serial` section): ttys named by `serial.match`, read in raw mode, framed by suffix.
@@ -25,23 +23,21 @@ enum SerialDoctor {
                 "serial", .skip, "no serial.match rule: no serial port is read",
                 fix: "for a scanner in USB COM port mode, add a serial.match rule (docs/configuration.md)")
         }
-        let devices = (try? UdevContext())?.devices(subsystem: "tty") ?? []
-        let matched = devices.compactMap(SerialReaderLoop.info).filter { port in
-            config.match.contains { $0.matches(port) }
-        }
+        let matched = SerialSource.scan(config: config).filter(\.matched)
         guard !matched.isEmpty else {
             return DoctorCheck(
                 "serial", .warn, "no serial port matches serial.match (none attached, or the rule names another)",
                 fix: "plug the scanner in; udevadm info /dev/ttyACM0 shows the properties a rule can match")
         }
-        let denied = matched.filter { access($0.devnode, R_OK | W_OK) != 0 }
+        // The service opens its ports read-only: reading is what it needs.
+        let denied = matched.filter { !$0.openable }
         if let first = denied.first {
             return DoctorCheck(
                 "serial", .fail,
-                "\(denied.count) of \(matched.count) serial port(s) not readable by this user: \(first.devnode)",
+                "\(denied.count) of \(matched.count) serial port(s) not readable by this user: \(first.port.devnode)",
                 fix: "install the udev rule (group plings, mode 0660), or run doctor as the service's user")
         }
         return DoctorCheck(
-            "serial", .ok, "\(matched.count) serial port(s): " + matched.map(\.devnode).joined(separator: ", "))
+            "serial", .ok, "\(matched.count) serial port(s): " + matched.map(\.port.devnode).joined(separator: ", "))
     }
 }
