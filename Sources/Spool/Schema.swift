@@ -104,6 +104,11 @@ enum Schema {
                 ON CONFLICT (sink, state) DO UPDATE SET n = n + 1;
         END;
         """,
+        // 5: the AIM symbology identifier a scanner gave apart from the data (HID POS). Adding a nullable column
+        // rewrites no row, so a year of scans migrates in milliseconds.
+        """
+        ALTER TABLE scans ADD COLUMN symbology TEXT;
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

@@ -78,7 +78,7 @@ extension Spool {
             try s.bind(2, afterSeq)
             try s.bind(3, limit)
             var items: [SinkItem] = []
-            while try s.step() { items.append(SinkItem(seq: s.int(14), record: Spool.record(s))) }
+            while try s.step() { items.append(SinkItem(seq: s.int(Spool.columnCount), record: Spool.record(s))) }
             return items
         }
     }

@@ -263,8 +263,8 @@ public final class Spool: Sendable {
                 let statement = try db.prepare(
                     """
                     INSERT INTO scans (id, created_at, state, source_kind, device, uid, raw, input, identifier,
-                                       attempts, last_error)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10)
+                                       attempts, last_error, symbology)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11)
                     """)
                 for scan in scans {
                     try statement.bind(1, scan.id)
@@ -277,6 +277,7 @@ public final class Spool: Sendable {
                     try statement.bind(8, scan.inputJSON)
                     try statement.bind(9, scan.identifier)
                     try statement.bind(10, scan.reason)
+                    try statement.bind(11, scan.read.symbology)
                     try statement.step()
                 }
             }
@@ -286,7 +287,9 @@ public final class Spool: Sendable {
     // MARK: - Reading
 
     static let columns =
-        "id, created_at, state, source_kind, device, uid, raw, input, identifier, attempts, last_error, next_attempt_at, delivered_at, response"
+        "id, created_at, state, source_kind, device, uid, raw, input, identifier, attempts, last_error, next_attempt_at, delivered_at, response, symbology"
+    /// The index of the first column a query selects after `columns`.
+    static let columnCount = Int32(columns.split(separator: ",").count)
 
     static func record(_ s: Statement) -> ScanRecord {
         func date(_ column: Int32) -> Date? { s.string(column).flatMap(Timestamp.parse) }
@@ -304,7 +307,8 @@ public final class Spool: Sendable {
             lastError: s.string(10),
             nextAttemptAt: date(11),
             deliveredAt: date(12),
-            response: s.string(13))
+            response: s.string(13),
+            symbology: s.string(14))
     }
 
     private func query(_ sql: String, bind: (Statement) throws(SQLiteError) -> Void = { _ in }) throws(SpoolError)
@@ -353,7 +357,7 @@ public final class Spool: Sendable {
                 try statement.bind(2, state?.rawValue)
                 var rows: [(Int, ScanRecord)] = []
                 while try statement.step() {
-                    rows.append((statement.int(14), Spool.record(statement)))
+                    rows.append((statement.int(Spool.columnCount), Spool.record(statement)))
                 }
                 return rows
             }

@@ -131,9 +131,30 @@ struct SpoolTests {
         }
         let spool = try Spool(path: path)
         let record = try #require(try spool.record(id: "old-1"))
-        #expect(record.identifier == "Q")
+        #expect(record.identifier == "Q" && record.symbology == nil)
         #expect(try spool.stats().schemaVersion == Schema.currentVersion)
         #expect(try spool.claimDeliverable(now: Date(), lease: 10, limit: 5, busy: []).map(\.id) == ["old-1"])
+    }
+
+    /// The AIM identifier a HID POS scanner gives is kept beside the read and shown at the top level of the record
+    /// (docs/contracts.md, "Spool record"); a read without one shows null.
+    @Test func theSymbologyIsKeptBesideTheRead() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = try Spool(path: dir.file("spool.sqlite"))
+        let time = Date(timeIntervalSince1970: 1_780_000_000)
+        let gs1 = Read(sourceKind: SourceKind("hidpos"), device: "pos", raw: "01\u{1D}10", time: time, symbology: "]C1")
+        let plain = Read(sourceKind: SourceKind("hid"), device: "kbd", raw: "x", time: time)
+        try spool.insert([
+            NewScan(id: "with", read: gs1, verdict: .unrecognized(reason: "not a URL")),
+            NewScan(id: "without", read: plain, verdict: .unrecognized(reason: "not a URL")),
+        ])
+        #expect(try spool.record(id: "with")?.symbology == "]C1")
+        #expect(try spool.record(id: "with")?.json()["symbology"] == .string("]C1"))
+        #expect(try spool.record(id: "without")?.json()["symbology"] == .null)
+        var exported: [String?] = []
+        try spool.forEach { exported.append($0.symbology) }
+        #expect(exported == ["]C1", nil])
     }
 
     @Test func newerSchemaIsRefusedClearly() throws {

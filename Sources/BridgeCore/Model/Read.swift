@@ -27,10 +27,13 @@ public struct Read: Sendable, Equatable {
     public var time: Date
     /// When the source could not produce a URL, why (blank tag, no URI record). The read is kept unrecognized.
     public var noURLReason: String?
+    /// The AIM symbology identifier (ISO/IEC 15424: `]Q1` QR Code, `]C1` GS1-128, ...) when the scanner gives one
+    /// apart from the data (HID POS); kept in the spool and the MQTT payload, never sent to the API.
+    public var symbology: String?
 
     public init(
         sourceKind: SourceKind, device: String, uid: String? = nil, raw: String, time: Date,
-        noURLReason: String? = nil
+        noURLReason: String? = nil, symbology: String? = nil
     ) {
         self.sourceKind = sourceKind
         self.device = device
@@ -38,6 +41,7 @@ public struct Read: Sendable, Equatable {
         self.raw = raw
         self.time = time
         self.noURLReason = noURLReason
+        self.symbology = symbology
     }
 }
 

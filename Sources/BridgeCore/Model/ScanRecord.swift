@@ -17,11 +17,13 @@ public struct ScanRecord: Sendable, Equatable {
     public var nextAttemptAt: Date?
     public var deliveredAt: Date?
     public var response: String?
+    /// The AIM symbology identifier the scanner gave (HID POS), nil when none.
+    public var symbology: String?
 
     public init(
         id: String, createdAt: Date, state: ScanState, sourceKind: SourceKind, device: String, uid: String?,
         raw: String, inputJSON: String?, identifier: String?, attempts: Int, lastError: String?,
-        nextAttemptAt: Date?, deliveredAt: Date?, response: String?
+        nextAttemptAt: Date?, deliveredAt: Date?, response: String?, symbology: String? = nil
     ) {
         self.id = id
         self.createdAt = createdAt
@@ -37,6 +39,7 @@ public struct ScanRecord: Sendable, Equatable {
         self.nextAttemptAt = nextAttemptAt
         self.deliveredAt = deliveredAt
         self.response = response
+        self.symbology = symbology
     }
 
     /// The position the scan carries (its input's `scanMetadata.geoLocation`); nil when it has none.
@@ -62,6 +65,7 @@ public struct ScanRecord: Sendable, Equatable {
                 .object([("kind", .string(sourceKind.rawValue)), ("device", .string(device)), ("uid", optional(uid))])
             ),
             ("raw", .string(raw)),
+            ("symbology", optional(symbology)),
             ("input", input),
             ("attempts", .integer(attempts)),
             ("lastError", optional(lastError)),
