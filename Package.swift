@@ -65,6 +65,8 @@ let package = Package(
         .target(name: "Udev", dependencies: ["CUDev", "Platform"]),
         // Serial barcode scanners (CDC-ACM, USB-serial): ttys named by serial.match, raw mode, framed by suffix.
         .target(name: "Serial", dependencies: ["BridgeCore", "Logging", "Platform", "Plugins", "Udev"]),
+        // HID POS barcode scanners: hidraw nodes chosen by report descriptor, codes from Scanned Data Reports.
+        .target(name: "HIDPOS", dependencies: ["BridgeCore", "Logging", "Platform", "Plugins", "Udev"]),
         // PC/SC: context lifecycle, reader monitor, tag reading through pcscd.
         .target(name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite", "Platform", "Plugins"]),
         // The read pipeline: debounce, couple the fix, parse, group commit to the spool.
@@ -74,21 +76,21 @@ let package = Package(
             name: "Bridge",
             dependencies: [
                 "BridgeCore", "Logging", "Spool", "Forwarder", "MQTT", "Location", "HID", "NFC", "Serial", "CSysShim",
-                "Platform", "Plugins", "ReadPipeline",
+                "Platform", "Plugins", "ReadPipeline", "HIDPOS",
             ]),
         // The CLI: thin.
         .executableTarget(
             name: "plings-bridge",
             dependencies: [
                 "Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform", "Plugins",
-                "Forwarder", "ReadPipeline", "Serial",
+                "Forwarder", "ReadPipeline", "Serial", "HIDPOS",
             ]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
             name: "plings-bench",
             dependencies: [
                 "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
-                "NFC", "BridgeTestSupport", "Platform", "MQTT", "CXKBCommon", "ReadPipeline",
+                "NFC", "BridgeTestSupport", "Platform", "MQTT", "CXKBCommon", "ReadPipeline", "HIDPOS", "Serial",
             ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
@@ -109,13 +111,14 @@ let package = Package(
             name: "BridgeTests",
             dependencies: [
                 "Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Forwarder", "Serial", "Plugins", "Platform",
-                "BridgeTestSupport",
+                "BridgeTestSupport", "HIDPOS",
             ]),
         .testTarget(
             name: "PipelineTests",
             dependencies: ["ReadPipeline", "BridgeCore", "Logging", "Spool", "Platform", "BridgeTestSupport"]),
         .testTarget(name: "PlatformTests", dependencies: ["Platform"]),
         .testTarget(name: "SerialTests", dependencies: ["Serial", "BridgeCore", "BridgeTestSupport", "Platform"]),
+        .testTarget(name: "HIDPOSTests", dependencies: ["HIDPOS", "BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
             name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Spool"]),
         .testTarget(name: "MQTTTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),

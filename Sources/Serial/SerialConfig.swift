@@ -158,10 +158,12 @@ public struct SerialPortInfo: Sendable, Equatable {
     public var path: String?
     /// `ID_SERIAL` (vendor, model and serial number), for the stable name.
     public var fullSerial: String?
+    /// udev set `ID_MM_DEVICE_IGNORE=1` on it: ModemManager leaves it alone.
+    public var modemManagerIgnores: Bool
 
     public init(
         devnode: String, vendor: String? = nil, product: String? = nil, serial: String? = nil, model: String? = nil,
-        path: String? = nil, fullSerial: String? = nil
+        path: String? = nil, fullSerial: String? = nil, modemManagerIgnores: Bool = false
     ) {
         self.devnode = devnode
         self.vendor = vendor
@@ -170,6 +172,7 @@ public struct SerialPortInfo: Sendable, Equatable {
         self.model = model
         self.path = path
         self.fullSerial = fullSerial
+        self.modemManagerIgnores = modemManagerIgnores
     }
 
     /// The name its reads carry (`source.device`): `ID_SERIAL` (stable across ports and reboots), else `ID_PATH`

@@ -50,21 +50,23 @@ final class SerialReaderLoop {
     }
 
     /// Runs until the source stops; `ready` is called once the ports present at start are open.
-    func run(ready: () -> Void) {
+    func run(udev useUdev: Bool, ready: () -> Void) {
         var monitor: UdevDeviceMonitor?
         var udev: UdevContext?
         do {
-            let context = try UdevContext()
-            udev = context
-            monitor = try context.monitor(subsystem: "tty")
+            if useUdev {
+                let context = try UdevContext()
+                udev = context
+                monitor = try context.monitor(subsystem: "tty")
+            }
         } catch {
             logger.error("serial: udev unavailable: hot-plug is not followed", [("error", error.description)])
         }
         for device in udev?.devices(subsystem: "tty") ?? [] { consider(device, now: MonotonicClock.now()) }
         publishStatus()
         ready()
-        while !control.isStopping {
-            var fds = [pollfd(fd: control.wakePipe?.readFD ?? -1, events: Int16(POLLIN), revents: 0)]
+        while !control.reader.isStopping {
+            var fds = [pollfd(fd: control.reader.wakePipe?.readFD ?? -1, events: Int16(POLLIN), revents: 0)]
             fds.append(pollfd(fd: monitor?.fd ?? -1, events: Int16(POLLIN), revents: 0))
             let order = Array(ports.values)
             for port in order { fds.append(pollfd(fd: port.fd.rawValue, events: Int16(POLLIN), revents: 0)) }
@@ -80,7 +82,7 @@ final class SerialReaderLoop {
             }
             let now = MonotonicClock.now()
             if ready > 0 {
-                if fds[0].revents != 0 { control.wakePipe?.drain() }
+                if fds[0].revents != 0 { control.reader.wakePipe?.drain() }
                 if fds[1].revents != 0, let monitor {
                     for event in monitor.receive() { hotplug(event, now: now) }
                 }
@@ -90,6 +92,12 @@ final class SerialReaderLoop {
             }
             for port in ports.values {
                 if let output = port.framer.tick(now: now) { handle(output, port) }
+            }
+            for info in control.attachments.withLock({ queue in
+                defer { queue = [] }
+                return queue
+            }) {
+                open(info, now: now, attempt: SerialReaderLoop.maxAttempts)
             }
             retryOpens(now: now)
         }
@@ -101,9 +109,7 @@ final class SerialReaderLoop {
         var nearest = Double.infinity
         for port in ports.values { nearest = min(nearest, port.framer.pendingDeadline() ?? .infinity) }
         for retry in retries.values { nearest = min(nearest, retry.at) }
-        if control.wakePipe == nil { nearest = min(nearest, now + 0.2) }
-        guard nearest.isFinite else { return -1 }
-        return Int32(max(0, min(60_000, ((nearest - now) * 1000).rounded(.up))))
+        return control.reader.pollTimeout(until: nearest, now: now)
     }
 
     private func hotplug(_ event: UdevDeviceMonitor.Event, now: Double) {
@@ -133,7 +139,7 @@ final class SerialReaderLoop {
             product: (device["ID_MODEL_ID"] ?? device.usb["idProduct"])?.lowercased(),
             serial: device["ID_SERIAL_SHORT"] ?? device.usb["serial"],
             model: device["ID_MODEL"] ?? device.usb["product"], path: device["ID_PATH"],
-            fullSerial: device["ID_SERIAL"])
+            fullSerial: device["ID_SERIAL"], modemManagerIgnores: device["ID_MM_DEVICE_IGNORE"] == "1")
     }
 
     private func open(_ info: SerialPortInfo, now: Double, attempt: Int) {

@@ -17,15 +17,26 @@ public final class SerialSource: ReadSource {
     private let config: SerialConfig
     private let logger: Logger
     private let submit: @Sendable (Read) -> Void
+    private let udev: Bool
     let control = SerialControl()
     /// The reader thread: ready once the ports present at start are open.
     private let thread = ReaderThread(name: "serial-reader")
 
-    /// Nothing runs before `start()`.
-    public init(config: SerialConfig, logger: Logger, submit: @escaping @Sendable (Read) -> Void) {
+    /// Nothing runs before `start()`. `udev: false` (benchmarks) reads only the ports `attach` names.
+    public init(
+        config: SerialConfig, logger: Logger, udev: Bool = true, submit: @escaping @Sendable (Read) -> Void
+    ) {
         self.config = config
         self.logger = logger
+        self.udev = udev
         self.submit = submit
+    }
+
+    /// Opens the tty at `path` as a matched port named `name`, besides those udev finds: the seam `plings-bench
+    /// serial` times the reader through (a pty).
+    public func attach(path: String, name: String) {
+        control.attachments.withLock { $0.append(SerialPortInfo(devnode: path, fullSerial: name)) }
+        control.reader.wakePipe?.signal()
     }
 
     /// Starts the reader thread and waits (at most 2 s) until the ports present now are open. With no
@@ -35,19 +46,20 @@ public final class SerialSource: ReadSource {
             control.status.withLock { $0.note = "disabled (serial.enabled is false)" }
             return
         }
-        guard !config.match.isEmpty else {
+        guard !config.match.isEmpty || !udev else {
             control.status.withLock { $0.note = "no serial.match rule: no serial port is opened" }
             return
         }
-        guard control.markStarted() else { return }
+        guard control.reader.markStarted() else { return }
         thread.start(readyWithin: 2) { [self] ready in
-            SerialReaderLoop(control: control, config: config, logger: logger, submit: submit).run(ready: ready)
+            SerialReaderLoop(control: control, config: config, logger: logger, submit: submit)
+                .run(udev: udev, ready: ready)
         }
     }
 
     /// Stops the reader thread and closes every port by `deadline` (its `poll()` wakes on a pipe at once).
     public func stop(deadline: Double) {
-        guard control.requestStop() else { return }
+        guard control.reader.requestStop() else { return }
         if !thread.waitForEnd(until: deadline) { logger.warn("serial reader did not stop in time") }
     }
 
@@ -72,31 +84,11 @@ final class SerialControl: Sendable {
         var note: String?
     }
 
-    private let flags = Mutex((started: false, stopping: false))
+    /// Start, stop and the wake pipe.
+    let reader = ReaderControl()
     let status = Mutex(Status())
-    /// Nil when no pipe could be made: the loop then polls with a 200 ms timeout.
-    let wakePipe = WakePipe()
-
-    /// True the first time only: the caller starts the thread.
-    func markStarted() -> Bool {
-        flags.withLock { flags in
-            defer { flags.started = true }
-            return !flags.started
-        }
-    }
-
-    /// Asks the thread to stop; true when it was running (the caller then waits for it).
-    func requestStop() -> Bool {
-        let running = flags.withLock { flags -> Bool in
-            let running = flags.started && !flags.stopping
-            flags.stopping = true
-            return running
-        }
-        if running { wakePipe?.signal() }
-        return running
-    }
-
-    var isStopping: Bool { flags.withLock { $0.stopping } }
+    /// Ports named by `attach`, for the reader thread to open.
+    let attachments = Mutex<[SerialPortInfo]>([])
 }
 
 /// One USB serial port as `plings-bridge scanners` reports it (docs/contracts.md, "Command line"): what udev says

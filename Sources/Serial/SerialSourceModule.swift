@@ -1,5 +1,6 @@
 import BridgeCore
 import Logging
+import Platform
 import Plugins
 
 extension ReadSourceModule {
@@ -36,6 +37,27 @@ enum SerialDoctor {
                 "serial", .fail,
                 "\(denied.count) of \(matched.count) serial port(s) not readable by this user: \(first.port.devnode)",
                 fix: "install the udev rule (group plings, mode 0660), or run doctor as the service's user")
+        }
+        // Another program with the port open takes the bytes the bridge should read (the running service itself
+        // holds it: that is as it should be).
+        for listing in matched {
+            let others = ProcessTable.holders(of: listing.port.devnode).filter { $0.name != "plings-bridge" }
+            if let other = others.first {
+                return DoctorCheck(
+                    "serial", .fail, "\(listing.port.devnode) is held by \(other.name) (pid \(other.pid))",
+                    fix: other.name == "ModemManager"
+                        ? "the udev rule's ID_MM_DEVICE_IGNORE=1 must cover this scanner's vendor; re-plug it"
+                        : "close that program; the service opens the port exclusively")
+            }
+        }
+        if !ProcessTable.running("ModemManager").isEmpty,
+            let probed = matched.first(where: { !$0.port.modemManagerIgnores })
+        {
+            return DoctorCheck(
+                "serial", .warn,
+                "ModemManager runs and may probe \(probed.port.devnode) with AT commands (no ID_MM_DEVICE_IGNORE)",
+                fix: "add the scanner's idVendor to the tty line of the udev rule (docs/operations.md), or stop "
+                    + "ModemManager")
         }
         return DoctorCheck(
             "serial", .ok, "\(matched.count) serial port(s): " + matched.map(\.port.devnode).joined(separator: ", "))

@@ -12,19 +12,23 @@ public struct UdevDevice: Sendable, Equatable {
     /// The sysfs attributes of the USB device above it (`idVendor`, `idProduct`, `serial`, `product`), when there
     /// is one: they stand in for properties udev has not set (under umockdev nothing is "initialized").
     public var usb: [String: String]
+    /// The sysfs path of that USB device: the interfaces of one scanner (a keyboard, a HID POS node, a tty) share it.
+    public var usbSyspath: String?
     /// What the caller asked of the nearest parent of each subsystem (`devices(subsystem:parents:)`): each named
-    /// sysfs attribute, else the property of that name; absent when empty.
+    /// sysfs attribute, else the property of that name; absent when empty. The name `syspath` gives the parent's
+    /// sysfs path (to read a binary attribute such as a HID device's `report_descriptor`).
     public var parents: [String: [String: String]]
 
     public init(
         syspath: String, sysname: String, devnode: String?, properties: [String: String], usb: [String: String] = [:],
-        parents: [String: [String: String]] = [:]
+        parents: [String: [String: String]] = [:], usbSyspath: String? = nil
     ) {
         self.syspath = syspath
         self.sysname = sysname
         self.devnode = devnode
         self.properties = properties
         self.usb = usb
+        self.usbSyspath = usbSyspath
         self.parents = parents
     }
 
@@ -104,7 +108,9 @@ public final class UdevContext {
             entry = udev_list_entry_get_next(current)
         }
         var usb: [String: String] = [:]
+        var usbSyspath: String?
         if let parent = udev_device_get_parent_with_subsystem_devtype(device, "usb", "usb_device") {
+            usbSyspath = string(udev_device_get_syspath(parent))
             for name in ["idVendor", "idProduct", "serial", "product", "manufacturer"] {
                 if let value = string(udev_device_get_sysattr_value(parent, name)), !value.isEmpty {
                     usb[name] = value
@@ -117,8 +123,10 @@ public final class UdevContext {
             var values: [String: String] = [:]
             for name in names {
                 let value =
-                    string(udev_device_get_sysattr_value(parent, name))
-                    ?? string(udev_device_get_property_value(parent, name))
+                    name == "syspath"
+                    ? string(udev_device_get_syspath(parent))
+                    : string(udev_device_get_sysattr_value(parent, name))
+                        ?? string(udev_device_get_property_value(parent, name))
                 if let value, !value.isEmpty { values[name] = value }
             }
             parents[subsystem] = values
@@ -126,7 +134,8 @@ public final class UdevContext {
         return UdevDevice(
             syspath: string(udev_device_get_syspath(device)) ?? "",
             sysname: string(udev_device_get_sysname(device)) ?? "",
-            devnode: string(udev_device_get_devnode(device)), properties: properties, usb: usb, parents: parents)
+            devnode: string(udev_device_get_devnode(device)), properties: properties, usb: usb, parents: parents,
+            usbSyspath: usbSyspath)
     }
 
     static func string(_ pointer: UnsafePointer<CChar>?) -> String? { pointer.map { String(cString: $0) } }

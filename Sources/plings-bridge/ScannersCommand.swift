@@ -2,6 +2,7 @@ import Bridge
 import BridgeCore
 import Foundation
 import HID
+import HIDPOS
 import Logging
 import Spool
 import Platform
@@ -20,12 +21,13 @@ extension CLI {
         }
         let found = HIDSource.scan(config: settings.config.hid)
         let ports = SerialSource.scan(config: settings.config.serial)
+        let hidraw = HIDPOSSource.scan(config: settings.config.hidpos)
         if args.json {
-            print(JSONValue.array(found.map(\.json) + ports.map(\.json)).encoded())
+            print(JSONValue.array(found.map(\.json) + hidraw.map(\.json) + ports.map(\.json)).encoded())
             return 0
         }
-        if found.isEmpty && ports.isEmpty {
-            print("(no keyboards, scanners or USB serial ports found)")
+        if found.isEmpty && ports.isEmpty && hidraw.isEmpty {
+            print("(no keyboards, scanners, hidraw devices or USB serial ports found)")
             return 0
         }
         for info in found {
@@ -37,6 +39,16 @@ extension CLI {
             show(
                 "    openable: \(info.openable ? "yes" : "no")  grabbable: \(info.grabbable ? "yes" : "no")"
                     + (info.problem.map { "  (\($0))" } ?? ""))
+        }
+        for listing in hidraw {
+            let device = listing.device
+            show(
+                "\(device.devnode)  \(device.vendor ?? "????"):\(device.product ?? "????")  \(device.model ?? "-")"
+                    + "  (hidraw)")
+            show("    \(listing.matched ? "HID POS scanner" : "ignored"): \(listing.reason)")
+            if listing.matched { show("    name: \(device.stableName)") }
+            show("    serial: \(device.serial ?? "-")  path: \(device.path ?? "-")")
+            show("    openable: \(listing.openable ? "yes" : "no")")
         }
         for listing in ports {
             let port = listing.port

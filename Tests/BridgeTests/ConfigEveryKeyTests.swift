@@ -2,6 +2,7 @@ import Bridge
 import Forwarder
 import Foundation
 import HID
+import HIDPOS
 import MQTT
 import NFC
 import Serial
@@ -66,6 +67,12 @@ struct ConfigEveryKeyTests {
         Case(path: "hid.match", json: #"[{"vendor":"05E0","layout":"se"}]"#, text: nil) {
             $0.hid.match == [BridgeConfig.HID.Match(vendor: "05e0", layout: "se")]
         },
+        Case(path: "hidpos.enabled", json: "false", text: "no") { !$0.hidpos.enabled },
+        Case(path: "hidpos.match", json: #"[{"vendor":"0C2E","serial":"SN00*"}]"#, text: nil) {
+            $0.hidpos.match == [HIDPOSConfig.Match(vendor: "0c2e", serial: "SN00*")]
+        },
+        Case(path: "hidpos.feedback", json: #""all""#, text: "all") { $0.hidpos.feedback == .all },
+        Case(path: "hidpos.debounce", json: "3", text: "3") { $0.hidpos.debounce == 3 },
         Case(path: "serial.enabled", json: "false", text: "no") { !$0.serial.enabled },
         Case(path: "serial.match", json: #"[{"vendor":"0C2E","devnode":"/dev/ttyACM*"}]"#, text: nil) {
             $0.serial.match == [SerialConfig.Match(vendor: "0c2e", devnode: "/dev/ttyACM*")]

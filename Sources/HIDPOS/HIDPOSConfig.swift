@@ -1,0 +1,141 @@
+import BridgeCore
+import Glibc
+
+extension SourceKind {
+    /// Reads from barcode scanners in HID POS mode (USB HID usage page 0x8C, read through `/dev/hidraw*`).
+    public static let hidpos = SourceKind("hidpos")
+}
+
+/// `hidpos`: barcode scanners in HID POS mode (docs/configuration.md, "`hidpos`"). Any hidraw device whose report
+/// descriptor has a Bar Code Scanner application collection is read, unless `match` narrows that down: the
+/// descriptor, not a list of vendors, says what a scanner is.
+public struct HIDPOSConfig: ConfigSection {
+    public var enabled = true
+    /// When non-empty, only scanners one of these rules names are read.
+    public var match: [Match] = []
+    public var feedback: Feedback = .errors
+    public var debounce: Double = 1.5
+
+    public init() {}
+
+    /// What the bridge makes the scanner signal after each code is committed (a scanner beeps on its own when it
+    /// decodes; these are the bridge's answers, where the descriptor offers the output).
+    public enum Feedback: String, Sendable, CaseIterable {
+        /// The error beep when the code is not a Plings URL or could not be committed.
+        case errors
+        /// Also the good-read beep and LED once a Plings code is on disk (for scanners set to beep on command).
+        case all
+        /// Nothing: the device node is opened read-only.
+        case none
+    }
+
+    /// A configured scanner match: every given field must match. `vendor` and `model` are USB ids (4 hex digits,
+    /// `model` the product id as in `hid.match`); `serial` and `path` are shell-style patterns on the USB serial
+    /// number (or the full `ID_SERIAL`) and udev's `ID_PATH`.
+    public struct Match: Sendable, Equatable {
+        public var vendor: String?
+        public var model: String?
+        public var serial: String?
+        public var path: String?
+
+        public init(vendor: String? = nil, model: String? = nil, serial: String? = nil, path: String? = nil) {
+            self.vendor = vendor
+            self.model = model
+            self.serial = serial
+            self.path = path
+        }
+
+        /// True when every given field matches the device's.
+        public func matches(_ device: HIDPOSDeviceInfo) -> Bool {
+            func pattern(_ pattern: String?, _ values: String?...) -> Bool {
+                guard let pattern else { return true }
+                return values.contains { $0.map { fnmatch(pattern, $0, 0) == 0 } ?? false }
+            }
+            return (vendor.map { $0 == device.vendor } ?? true) && (model.map { $0 == device.product } ?? true)
+                && pattern(serial, device.serial, device.fullSerial) && pattern(path, device.path)
+        }
+    }
+
+    // MARK: The section's keys
+
+    public static let name = "hidpos"
+
+    public static let keys: [ConfigLoader.Key] = [
+        ConfigLoader.flag("hidpos.enabled", \.hidpos.enabled),
+        ConfigLoader.structured("hidpos.match", .fileOnly("scanner matches"), \.hidpos.match, matches),
+        ConfigLoader.choice("hidpos.feedback", \.hidpos.feedback),
+        ConfigLoader.number("hidpos.debounce", 0...3600, \.hidpos.debounce),
+    ]
+
+    /// `hidpos.match`: `[{"vendor": "0c2e", "model": "0b87"}, {"path": "pci-0000:00:14.0-usb-0:2*"}]`.
+    static func matches(_ value: JSONValue, origin: String) throws(ConfigError) -> [Match] {
+        var matches: [Match] = []
+        for (where_, members) in try ConfigLoader.objects(value, at: origin) {
+            var match = Match()
+            for (key, field) in members {
+                var text = try ConfigLoader.matchMember(field, at: "\(where_).\(key)")
+                switch key {
+                case "vendor", "model":
+                    text = try text.map { (id: String) throws(ConfigError) in
+                        try ConfigLoader.usbID(id, at: "\(where_).\(key)")
+                    }
+                    if key == "vendor" { match.vendor = text } else { match.model = text }
+                case "serial": match.serial = text
+                case "path": match.path = text
+                default:
+                    throw ConfigError("\(where_): unknown key '\(key)'; a match takes vendor, model, serial, path")
+                }
+            }
+            guard match != Match() else {
+                throw ConfigError("\(where_): a match needs at least one of vendor, model, serial, path")
+            }
+            matches.append(match)
+        }
+        return matches
+    }
+}
+
+extension BridgeConfig {
+    /// The `hidpos` section.
+    public var hidpos: HIDPOSConfig {
+        get { sections[HIDPOSConfig.self] }
+        set { sections[HIDPOSConfig.self] = newValue }
+    }
+}
+
+/// What udev and sysfs say of one hidraw node, for matching, naming and `scanners`.
+public struct HIDPOSDeviceInfo: Sendable, Equatable {
+    public var devnode: String
+    /// USB vendor and product ids, lower-case hex.
+    public var vendor: String?
+    public var product: String?
+    /// The USB serial number.
+    public var serial: String?
+    /// The USB product string (or the HID device's name).
+    public var model: String?
+    public var path: String?
+    /// udev's `ID_SERIAL` (vendor_model_serial), or the same built from the USB device's strings.
+    public var fullSerial: String?
+    /// The HID device's sysfs path, where `report_descriptor` is.
+    public var hidSyspath: String?
+    /// The USB device's sysfs path (shared by the scanner's other interfaces).
+    public var usbSyspath: String?
+
+    public init(
+        devnode: String, vendor: String? = nil, product: String? = nil, serial: String? = nil, model: String? = nil,
+        path: String? = nil, fullSerial: String? = nil, hidSyspath: String? = nil, usbSyspath: String? = nil
+    ) {
+        self.devnode = devnode
+        self.vendor = vendor
+        self.product = product
+        self.serial = serial
+        self.model = model
+        self.path = path
+        self.fullSerial = fullSerial
+        self.hidSyspath = hidSyspath
+        self.usbSyspath = usbSyspath
+    }
+
+    /// The record's `source.device`: the serial name, else the USB path, else the node.
+    public var stableName: String { fullSerial ?? path ?? devnode }
+}
