@@ -23,6 +23,8 @@ case "location":
     LocationBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "hid":
     HIDBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "transports":
+    ScannerTransportBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "all":
     // Every benchmark in one go (rigs started by each), one table at the end. Short settings by default;
     // `--full` uses each benchmark's documented defaults.
@@ -30,6 +32,7 @@ case "all":
     BenchTable.collected.withLock { $0 = [] }
     SpoolBenchmark.run(arguments: full ? [] : ["--count", "2000"])
     HIDBenchmark.run(arguments: [])
+    ScannerTransportBenchmark.run(arguments: full ? [] : ["--samples", "100", "--idle", "5"])
     NFCBenchmark.run(arguments: full ? [] : ["--taps", "30", "--idle", "20"])
     LocationBenchmark.run(arguments: full ? [] : ["--seconds", "20"])
     DrainBenchmark.run(arguments: full ? [] : ["--count", "10000", "--large", "100000"])
@@ -59,6 +62,9 @@ default:
           location [--seconds N]          latency a fix adds to a read; gpsd client CPU at 1 Hz and 10 Hz (60 s each)
           hid [--lines N] [--samples N] [--dir DIR]
                                           decoder events/s, reader loop through a pipe, KEY_ENTER -> committed
+          transports [--samples N] [--idle S] [--dir DIR]
+                                          HID POS report and serial CR -> committed against the keyboard's Enter,
+                                          HID POS decoding, idle CPU of both transports
           nfc [--taps 30] [--idle 60]     tap-to-commit latency on the NFC rig against pyscard, APDUs, idle CPU
           evemu --text TEXT [--layout us] [--start S]
                                           prints a scanner typing TEXT as evemu lines (for umockdev-run -e)

@@ -1,3 +1,4 @@
+import BridgeTestSupport
 import Glibc
 import Platform
 import Testing
@@ -10,20 +11,8 @@ struct SerialPortTests {
     /// 'T' << 8 | 0x40. A function-like macro, so Swift cannot import it.
     static let tiocgexcl: UInt = 2 << 30 | 4 << 16 | UInt(UInt8(ascii: "T")) << 8 | 0x40
 
-    /// TIOCGPTN `_IOR('T', 0x30, unsigned int)` and TIOCSPTLCK `_IOW('T', 0x31, int)`: the pty's number, and its
-    /// unlock (what posix_openpt/unlockpt/ptsname do, which Swift's Glibc module does not import).
-    static let tiocgptn: UInt = 2 << 30 | 4 << 16 | UInt(UInt8(ascii: "T")) << 8 | 0x30
-    static let tiocsptlck: UInt = 1 << 30 | 4 << 16 | UInt(UInt8(ascii: "T")) << 8 | 0x31
-
     /// A pty pair: the master (the scanner's side) and the slave's path (the port the bridge opens).
-    func pty() throws -> (master: Int32, path: String) {
-        let master = open("/dev/ptmx", O_RDWR | O_NOCTTY)
-        try #require(master >= 0)
-        var unlock: Int32 = 0
-        var number: UInt32 = 0
-        try #require(ioctl(master, Self.tiocsptlck, &unlock) == 0 && ioctl(master, Self.tiocgptn, &number) == 0)
-        return (master, "/dev/pts/\(number)")
-    }
+    func pty() throws -> (master: Int32, path: String) { try #require(PseudoTerminal.open()) }
 
     @Test func opensExclusiveRawAtTheConfiguredSpeed() throws {
         let (master, path) = try pty()
