@@ -83,7 +83,7 @@ let package = Package(
             name: "plings-bridge",
             dependencies: [
                 "Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform", "Plugins",
-                "Forwarder", "ReadPipeline", "Serial", "HIDPOS",
+                "Forwarder", "ReadPipeline",
             ]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(

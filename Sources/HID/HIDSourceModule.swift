@@ -16,5 +16,19 @@ extension ReadSourceModule {
         make: { context in
             HIDSource(config: context.config.hid, logger: context.logger, submit: context.submit)
         },
-        doctor: { config, _ in [HIDDoctor.check(config: config.hid)] })
+        doctor: { config, _ in [HIDDoctor.check(config: config.hid)] },
+        listDevices: { config in
+            HIDSource.scan(config: config.hid).map { info in
+                var lines = [
+                    "\(info.devnode)  \(info.vendor ?? "????"):\(info.model ?? "????")  \(info.name)",
+                    "    \(info.matched ? "scanner" : "ignored"): \(info.reason)",
+                ]
+                if let stable = info.stableName { lines.append("    name: \(stable)  layout: \(info.layout ?? "-")") }
+                lines.append("    serial: \(info.serial ?? "-")  path: \(info.path ?? "-")")
+                lines.append(
+                    "    openable: \(info.openable ? "yes" : "no")  grabbable: \(info.grabbable ? "yes" : "no")"
+                        + (info.problem.map { "  (\($0))" } ?? ""))
+                return DeviceListing(json: info.json, lines: lines)
+            }
+        })
 }

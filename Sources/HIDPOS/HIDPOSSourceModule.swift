@@ -16,7 +16,21 @@ extension ReadSourceModule {
                 config: context.config.hidpos, hosts: context.config.hosts, logger: context.logger,
                 commit: context.committer)
         },
-        doctor: { config, _ in [HIDPOSDoctor.check(config: config.hidpos)] })
+        doctor: { config, _ in [HIDPOSDoctor.check(config: config.hidpos)] },
+        listDevices: { config in
+            HIDPOSSource.scan(config: config.hidpos).map { listing in
+                let device = listing.device
+                var lines = [
+                    "\(device.devnode)  \(device.vendor ?? "????"):\(device.product ?? "????")  \(device.model ?? "-")"
+                        + "  (hidraw)",
+                    "    \(listing.matched ? "HID POS scanner" : "ignored"): \(listing.reason)",
+                ]
+                if listing.matched { lines.append("    name: \(device.stableName)") }
+                lines.append("    serial: \(device.serial ?? "-")  path: \(device.path ?? "-")")
+                lines.append("    openable: \(listing.openable ? "yes" : "no")")
+                return DeviceListing(json: listing.json, lines: lines)
+            }
+        })
 }
 
 /// `doctor`'s HID POS check, read-only: which hidraw nodes are HID POS scanners (by descriptor, from sysfs), and

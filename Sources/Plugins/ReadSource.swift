@@ -48,6 +48,18 @@ public struct SourceContext: Sendable {
     public var committer: @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void { handOn }
 }
 
+/// One device a source could read, as `plings-bridge scanners` lists it: its `scanners --json` object
+/// (docs/contracts.md) and the lines of its human listing (outside text as it is: the command escapes it).
+public struct DeviceListing: Sendable {
+    public var json: JSONValue
+    public var lines: [String]
+
+    public init(json: JSONValue, lines: [String]) {
+        self.json = json
+        self.lines = lines
+    }
+}
+
 /// The registration of one kind of read source: everything the bridge needs to know of it, so the registry's one
 /// list builds the running sources, the `--no-<kind>` flags, the debounce windows, `doctor`, `status` and the
 /// metrics, and a new source is one module plus one line there.
@@ -68,6 +80,8 @@ public struct ReadSourceModule: Sendable {
     public let make: @Sendable (SourceContext) -> any ReadSource
     /// The source's `doctor` findings (read-only checks of its hardware and drivers).
     public let doctor: @Sendable (BridgeConfig, Logger) -> [DoctorCheck]
+    /// The devices `plings-bridge scanners` lists for it, read-only (nil: the source has none to list there).
+    public let listDevices: (@Sendable (BridgeConfig) -> [DeviceListing])?
 
     public init(
         kind: SourceKind, devices: String, configSection: any ConfigSection.Type,
@@ -75,7 +89,8 @@ public struct ReadSourceModule: Sendable {
         debounce: @escaping @Sendable (BridgeConfig) -> Double,
         settingsChanged: @escaping @Sendable (BridgeConfig, BridgeConfig) -> Bool,
         make: @escaping @Sendable (SourceContext) -> any ReadSource,
-        doctor: @escaping @Sendable (BridgeConfig, Logger) -> [DoctorCheck]
+        doctor: @escaping @Sendable (BridgeConfig, Logger) -> [DoctorCheck],
+        listDevices: (@Sendable (BridgeConfig) -> [DeviceListing])? = nil
     ) {
         self.kind = kind
         self.devices = devices
@@ -85,6 +100,7 @@ public struct ReadSourceModule: Sendable {
         self.settingsChanged = settingsChanged
         self.make = make
         self.doctor = doctor
+        self.listDevices = listDevices
     }
 
     /// The key its `--no-<kind>` flag sets to false.

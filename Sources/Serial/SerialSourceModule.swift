@@ -11,7 +11,21 @@ extension ReadSourceModule {
         settingsChanged: { $0.serial != $1.serial },
         make: { context in SerialSource(config: context.config.serial, logger: context.logger, submit: context.submit)
         },
-        doctor: { config, _ in [SerialDoctor.check(config: config.serial)] })
+        doctor: { config, _ in [SerialDoctor.check(config: config.serial)] },
+        listDevices: { config in
+            SerialSource.scan(config: config.serial).map { listing in
+                let port = listing.port
+                var lines = [
+                    "\(port.devnode)  \(port.vendor ?? "????"):\(port.product ?? "????")  \(port.model ?? "-")"
+                        + "  (serial port)",
+                    "    \(listing.matched ? "scanner" : "ignored"): \(listing.reason)",
+                ]
+                if listing.matched { lines.append("    name: \(port.stableName)") }
+                lines.append("    serial: \(port.serial ?? "-")  path: \(port.path ?? "-")")
+                lines.append("    openable: \(listing.openable ? "yes" : "no")")
+                return DeviceListing(json: listing.json, lines: lines)
+            }
+        })
 }
 
 /// `doctor`'s serial check, read-only: which ttys `serial.match` names, and whether this user may open them. It

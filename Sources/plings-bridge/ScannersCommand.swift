@@ -2,16 +2,14 @@ import Bridge
 import BridgeCore
 import Foundation
 import HID
-import HIDPOS
 import Logging
 import Spool
 import Platform
 import ReadPipeline
-import Serial
 
 extension CLI {
-    /// `plings-bridge scanners [--json]`: the keyboards udev knows, which are scanners and why, and whether
-    /// they can be opened and grabbed. `--watch` reads the scanners (as `run` would) and prints each line;
+    /// `plings-bridge scanners [--json]`: the devices each read source could read (keyboards, HID POS nodes,
+    /// serial ports), which it takes and why, and whether they can be opened (and grabbed). `--watch` reads the scanners (as `run` would) and prints each line;
     /// with `--pipeline` each line also goes through the real pipeline into the spool (debounce included).
     func scanners(_ args: Arguments) throws -> Int32 {
         guard args.positional.isEmpty else { throw CommandFailure.usage("scanners takes no arguments") }
@@ -19,47 +17,17 @@ extension CLI {
         if args.has("--watch") {
             return try watchScanners(args, settings)
         }
-        let found = HIDSource.scan(config: settings.config.hid)
-        let ports = SerialSource.scan(config: settings.config.serial)
-        let hidraw = HIDPOSSource.scan(config: settings.config.hidpos)
+        // Every registered source's devices, in the registry's order: keyboards, HID POS nodes, serial ports.
+        let listings = SourceRegistry.modules.flatMap { $0.listDevices?(settings.config) ?? [] }
         if args.json {
-            print(JSONValue.array(found.map(\.json) + hidraw.map(\.json) + ports.map(\.json)).encoded())
+            print(JSONValue.array(listings.map(\.json)).encoded())
             return 0
         }
-        if found.isEmpty && ports.isEmpty && hidraw.isEmpty {
+        if listings.isEmpty {
             print("(no keyboards, scanners, hidraw devices or USB serial ports found)")
             return 0
         }
-        for info in found {
-            let id = "\(info.vendor ?? "????"):\(info.model ?? "????")"
-            show("\(info.devnode)  \(id)  \(info.name)")
-            show("    \(info.matched ? "scanner" : "ignored"): \(info.reason)")
-            if let stable = info.stableName { show("    name: \(stable)  layout: \(info.layout ?? "-")") }
-            show("    serial: \(info.serial ?? "-")  path: \(info.path ?? "-")")
-            show(
-                "    openable: \(info.openable ? "yes" : "no")  grabbable: \(info.grabbable ? "yes" : "no")"
-                    + (info.problem.map { "  (\($0))" } ?? ""))
-        }
-        for listing in hidraw {
-            let device = listing.device
-            show(
-                "\(device.devnode)  \(device.vendor ?? "????"):\(device.product ?? "????")  \(device.model ?? "-")"
-                    + "  (hidraw)")
-            show("    \(listing.matched ? "HID POS scanner" : "ignored"): \(listing.reason)")
-            if listing.matched { show("    name: \(device.stableName)") }
-            show("    serial: \(device.serial ?? "-")  path: \(device.path ?? "-")")
-            show("    openable: \(listing.openable ? "yes" : "no")")
-        }
-        for listing in ports {
-            let port = listing.port
-            show(
-                "\(port.devnode)  \(port.vendor ?? "????"):\(port.product ?? "????")  \(port.model ?? "-")  (serial port)"
-            )
-            show("    \(listing.matched ? "scanner" : "ignored"): \(listing.reason)")
-            if listing.matched { show("    name: \(port.stableName)") }
-            show("    serial: \(port.serial ?? "-")  path: \(port.path ?? "-")")
-            show("    openable: \(listing.openable ? "yes" : "no")")
-        }
+        for listing in listings { listing.lines.forEach(show) }
         return 0
     }
 
