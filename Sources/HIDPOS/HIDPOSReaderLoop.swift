@@ -152,10 +152,13 @@ final class HIDPOSReaderLoop {
         let hid = device.parents["hid"] ?? [:]
         let usb = device.usb
         // udev's ID_SERIAL is vendor_model_serial with spaces as underscores; hidraw nodes often lack it.
-        let built = [usb["manufacturer"], usb["product"], usb["serial"]].compactMap { $0 }
+        // A scanner with no USB device above it (Bluetooth, uhid) is named by its HID name and serial instead.
+        let usbNames = [usb["manufacturer"], usb["product"], usb["serial"]].compactMap { $0 }
+        let hidNames = [hid["HID_NAME"], hid["HID_UNIQ"]].compactMap { $0 }
+        let built = usbNames.count >= 2 ? usbNames : hidNames.count == 2 ? hidNames : []
         let fullSerial =
             device["ID_SERIAL"]
-            ?? (built.count < 2 ? nil : built.joined(separator: "_").replacingOccurrences(of: " ", with: "_"))
+            ?? (built.isEmpty ? nil : built.joined(separator: "_").replacingOccurrences(of: " ", with: "_"))
         return HIDPOSDeviceInfo(
             devnode: device.devnode ?? "/dev/" + device.sysname,
             vendor: (device["ID_VENDOR_ID"] ?? usb["idVendor"])?.lowercased(),
