@@ -70,5 +70,13 @@ struct HIDReportDescriptorTests {
             #expect(failure.offset == 0)
         }
         #expect((try? HIDReportDescriptor.parse([UInt8](repeating: 0, count: 4097)).get()) == nil)
+        // Report Size and Report Count of 0xFFFFFFFF each (4-byte items, section 6.2.2.7): their product does not
+        // fit a 64-bit integer; the Input item after them is refused, not a crash (found by fuzz-hid-descriptor).
+        let huge: [UInt8] = [0x77, 0xFF, 0xFF, 0xFF, 0xFF, 0x97, 0xFF, 0xFF, 0xFF, 0xFF, 0x81, 0x02]
+        guard case .failure(let failure) = HIDReportDescriptor.parse(huge) else {
+            Issue.record("accepted a field of 2^64 bits")
+            return
+        }
+        #expect(failure.offset == 10 && failure.reason.contains("4294967295 items of 4294967295 bits"))
     }
 }

@@ -122,9 +122,13 @@ public struct HIDReportDescriptor: Sendable, Equatable {
                 let kind: ReportKind = tag == 0x8 ? .input : tag == 0x9 ? .output : .feature
                 let key = "\(kind)-\(globals.reportID)"
                 let offset = offsets[key, default: 0]
-                let bits = globals.reportSize * globals.reportCount
-                guard bits <= 8 * 65_536 else {
-                    return .failure(Failure(reason: "a field of \(bits) bits", offset: start))
+                // Report Size and Report Count are each up to 32 bits wide: their product can overflow.
+                let (bits, overflow) = globals.reportSize.multipliedReportingOverflow(by: globals.reportCount)
+                guard !overflow, bits <= 8 * 65_536 else {
+                    return .failure(
+                        Failure(
+                            reason: "a field of \(globals.reportCount) items of \(globals.reportSize) bits",
+                            offset: start))
                 }
                 if let minimum = usageMinimum { usages.append(minimum) }  // a Minimum without a Maximum
                 result.fields.append(
