@@ -29,7 +29,7 @@ extension CLI {
             ],
             sources: Option.source, handler: .parsed { try await $0.scan($1) }),
         Command(
-            "spool", synopsis: "spool list|stats|retry|export|purge", summary: "inspect and manage the local spool",
+            "spool", synopsis: "spool " + SpoolSubcommand.names, summary: "inspect and manage the local spool",
             usage: ["spool <subcommand> [options]"],
             about: """
                   list [--state S] [--last N] [--since AGE] [--newest-first] [--json]
@@ -86,17 +86,19 @@ extension CLI {
             handler: .parsed { try await $0.gps($1) }),
         Command(
             "scanners", synopsis: "scanners [--json]",
-            summary: "USB HID barcode scanners: match reason, open/grab check; --watch reads them",
+            summary: "barcode scanners (keyboard, HID POS, serial): match reason, open check; --watch",
             usage: [
                 "scanners [--json] [options]",
                 "scanners --watch [--count N] [--duration SECONDS] [--pipeline] [options]",
             ],
             about: """
-                Lists every keyboard udev knows: devnode, vendor:model (4-digit hex), serial, ID_PATH, whether it is
-                a scanner and why (the udev rule's PLINGS_SCANNER=1, or a hid.match rule), and whether it can be
-                opened and grabbed now (a scanner held by a running plings-bridge says "grabbed by another process").
-                JSON: an array of {"devnode", "name", "vendor", "model", "serial", "path", "matched", "reason",
-                "openable", "grabbable", "stableName", "layout", "problem"}; empty when there is nothing.
+                Lists what each read source could read: every keyboard udev knows (a scanner by the udev rule's
+                PLINGS_SCANNER=1 or a hid.match rule, and whether it can be opened and grabbed now: a scanner held by
+                a running plings-bridge says "grabbed by another process"), every hidraw node (a HID POS scanner
+                when its report descriptor has a Bar Code Scanner collection, else the usage pages it has) and
+                every USB serial port (and the serial.match rule that names it). Opens nothing a service may hold.
+                JSON: an array of {"transport", "devnode", "name", "vendor", "model", "serial", "path", "matched",
+                "reason", "openable", "grabbable", "stableName", "layout", "problem"}; empty when there is nothing.
                 """,
             options: [
                 Option(
