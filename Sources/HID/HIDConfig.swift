@@ -80,30 +80,14 @@ public struct HIDConfig: ConfigSection {
     /// `hid.match`: `[{"vendor": "05e0", "layout": "se"}, ...]`; each rule names at least one of vendor, model,
     /// serial, path.
     static func matches(_ value: JSONValue, origin: String) throws(ConfigError) -> [Match] {
-        var matches: [Match] = []
-        for (where_, members) in try ConfigLoader.objects(value, at: origin) {
-            var match = Match()
-            for (key, field) in members {
-                var text = try ConfigLoader.matchMember(field, at: "\(where_).\(key)")
-                switch key {
-                case "vendor", "model":
-                    text = try text.map { (id: String) throws(ConfigError) in
-                        try ConfigLoader.usbID(id, at: "\(where_).\(key)")
-                    }
-                    if key == "vendor" { match.vendor = text } else { match.model = text }
-                case "serial": match.serial = text
-                case "path": match.path = text
-                case "layout": match.layout = text
-                case "variant": match.variant = text
-                default: throw ConfigError("\(where_): unknown key '\(key)'")
-                }
-            }
-            guard match.vendor != nil || match.model != nil || match.serial != nil || match.path != nil else {
-                throw ConfigError("\(where_): a match needs at least one of vendor, model, serial, path")
-            }
-            matches.append(match)
+        try ConfigLoader.matchRules(
+            value, at: origin, keys: ["vendor", "model", "serial", "path", "layout", "variant"],
+            usbIDs: ["vendor", "model"], identifying: ["vendor", "model", "serial", "path"]
+        ).map { rule in
+            Match(
+                vendor: rule["vendor"], model: rule["model"], serial: rule["serial"], path: rule["path"],
+                layout: rule["layout"], variant: rule["variant"])
         }
-        return matches
     }
 }
 

@@ -69,29 +69,11 @@ public struct HIDPOSConfig: ConfigSection {
 
     /// `hidpos.match`: `[{"vendor": "0c2e", "model": "0b87"}, {"path": "pci-0000:00:14.0-usb-0:2*"}]`.
     static func matches(_ value: JSONValue, origin: String) throws(ConfigError) -> [Match] {
-        var matches: [Match] = []
-        for (where_, members) in try ConfigLoader.objects(value, at: origin) {
-            var match = Match()
-            for (key, field) in members {
-                var text = try ConfigLoader.matchMember(field, at: "\(where_).\(key)")
-                switch key {
-                case "vendor", "model":
-                    text = try text.map { (id: String) throws(ConfigError) in
-                        try ConfigLoader.usbID(id, at: "\(where_).\(key)")
-                    }
-                    if key == "vendor" { match.vendor = text } else { match.model = text }
-                case "serial": match.serial = text
-                case "path": match.path = text
-                default:
-                    throw ConfigError("\(where_): unknown key '\(key)'; a match takes vendor, model, serial, path")
-                }
-            }
-            guard match != Match() else {
-                throw ConfigError("\(where_): a match needs at least one of vendor, model, serial, path")
-            }
-            matches.append(match)
-        }
-        return matches
+        let keys = ["vendor", "model", "serial", "path"]
+        return try ConfigLoader.matchRules(
+            value, at: origin, keys: keys, usbIDs: ["vendor", "model"], identifying: keys
+        )
+        .map { Match(vendor: $0["vendor"], model: $0["model"], serial: $0["serial"], path: $0["path"]) }
     }
 }
 

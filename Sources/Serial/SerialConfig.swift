@@ -109,33 +109,15 @@ public struct SerialConfig: ConfigSection {
 
     /// `serial.match`: `[{"vendor": "0c2e", "product": "0b61"}, {"devnode": "/dev/ttyACM*"}]`.
     static func matches(_ value: JSONValue, origin: String) throws(ConfigError) -> [Match] {
-        var matches: [Match] = []
-        for (where_, members) in try ConfigLoader.objects(value, at: origin) {
-            var match = Match()
-            for (key, field) in members {
-                var text = try ConfigLoader.matchMember(field, at: "\(where_).\(key)")
-                switch key {
-                case "vendor", "product":
-                    text = try text.map { (id: String) throws(ConfigError) in
-                        try ConfigLoader.usbID(id, at: "\(where_).\(key)")
-                    }
-                    if key == "vendor" { match.vendor = text } else { match.product = text }
-                case "serial": match.serial = text
-                case "model": match.model = text
-                case "path": match.path = text
-                case "devnode": match.devnode = text
-                default:
-                    throw ConfigError(
-                        "\(where_): unknown key '\(key)'; a match takes vendor, product, serial, model, path, devnode")
-                }
-            }
-            guard match != Match() else {
-                throw ConfigError(
-                    "\(where_): a match needs at least one of vendor, product, serial, model, path, devnode")
-            }
-            matches.append(match)
+        let keys = ["vendor", "product", "serial", "model", "path", "devnode"]
+        return try ConfigLoader.matchRules(
+            value, at: origin, keys: keys, usbIDs: ["vendor", "product"], identifying: keys
+        )
+        .map { rule in
+            Match(
+                vendor: rule["vendor"], product: rule["product"], serial: rule["serial"], model: rule["model"],
+                path: rule["path"], devnode: rule["devnode"])
         }
-        return matches
     }
 }
 

@@ -186,6 +186,35 @@ public struct ConfigLoader {
         return objects
     }
 
+    /// The rules of a device match list (`hid.match`, `hidpos.match`, `serial.match`): an array of objects whose
+    /// members are among `keys`, each a string or null ("any"); those in `usbIDs` are USB ids, checked and written as
+    /// udev writes them. Each rule must give at least one of `identifying`. Returns each rule's given members.
+    public static func matchRules(
+        _ value: JSONValue, at origin: String, keys: [String], usbIDs: Set<String>, identifying: [String]
+    ) throws(ConfigError) -> [[String: String]] {
+        var rules: [[String: String]] = []
+        for (where_, members) in try objects(value, at: origin) {
+            var rule: [String: String] = [:]
+            for (key, field) in members {
+                guard keys.contains(key) else {
+                    throw ConfigError(
+                        "\(where_): unknown key '\(key)'; a match takes " + keys.joined(separator: ", "))
+                }
+                var text = try matchMember(field, at: "\(where_).\(key)")
+                if usbIDs.contains(key) {
+                    text = try text.map { (id: String) throws(ConfigError) in try usbID(id, at: "\(where_).\(key)") }
+                }
+                rule[key] = text
+            }
+            guard identifying.contains(where: { rule[$0] != nil }) else {
+                throw ConfigError(
+                    "\(where_): a match needs at least one of " + identifying.joined(separator: ", "))
+            }
+            rules.append(rule)
+        }
+        return rules
+    }
+
     /// One member of a device match rule (`hid.match`, `serial.match`): a string, or null for "any".
     public static func matchMember(_ value: JSONValue, at origin: String) throws(ConfigError) -> String? {
         if value.isNull { return nil }
