@@ -39,10 +39,13 @@ public final class BridgeService: Sendable {
     }
 
     /// Runs until SIGTERM or SIGINT; returns the process exit code.
-    public func run() async -> Int32 {
+    public func run() -> Int32 {
         let config = settings.config
-        let signals = SignalStream.make([SIGTERM, SIGINT, SIGHUP])
-        SignalStream.ignoreSIGPIPE()
+        guard let signals = SignalPipe([SIGTERM, SIGINT, SIGHUP]) else {
+            logger.error("cannot set up signal handling (no pipe): out of file descriptors?")
+            return 1
+        }
+        SignalPipe.ignoreSIGPIPE()
 
         let spool: Spool
         do {
@@ -58,11 +61,17 @@ public final class BridgeService: Sendable {
         // service (the device's status for MQTT, the whole status) is bound once the rest exists, before any
         // starts.
         let sinkView = Mutex<SinkView?>(nil)
+        // A source's devices or a sink's health changed: the status file and the MQTT status message (the sinks'
+        // wake-up) follow at once, so nothing looks at them periodically. Bound once the sinks exist.
+        let changeWake = Mutex<(@Sendable () -> Void)?>(nil)
+        let stateChanged: @Sendable () -> Void = { changeWake.withLock { $0 }?() }
         let sinkContext = SinkContext(
             spool: spool, logger: logger, configuration: SinkConfiguration(config: config, apiToken: token),
             deviceStatus: { sink in sinkView.withLock { $0 }?.deviceStatus(sink) ?? .null },
-            status: { sinkView.withLock { $0 }?.status() ?? .null })
+            status: { sinkView.withLock { $0 }?.status() ?? .null }, stateChanged: stateChanged)
         let sinks = SinkRegistry.modules.map { (key: $0.statusKey, sink: $0.make(sinkContext)) }
+        // Scans other processes commit (`scan`, `spool retry`) wake the sinks, without a periodic look.
+        let spoolWatch = SpoolChangeWatch(spool: spool) { for (_, sink) in sinks { sink.wake() } }
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
             fixProvider: location, debounce: SourceSet.debounceWindows(config), logger: logger,
@@ -70,7 +79,8 @@ public final class BridgeService: Sendable {
                 for (_, sink) in sinks { sink.wake() }
                 statusWake.withLock { $0 }?()
             }, timeSource: { location.readTime(now: $0) })
-        let sources = SourceSet(config: config, logger: logger, commit: { pipeline.commit($0, then: $1) })
+        let sources = SourceSet(
+            config: config, logger: logger, commit: { pipeline.commit($0, then: $1) }, stateChanged: stateChanged)
         let reporterSources = sources.reporterSources
         let current = self.current
         let configuration = self.configuration
@@ -82,6 +92,12 @@ public final class BridgeService: Sendable {
             fixAge: { location.client.map { $0.status().fixAge ?? .infinity } }, location: { location.snapshot() },
             configuration: { configuration.withLock { $0.json } }, logger: logger)
         statusWake.withLock { $0 = { reporter.wake() } }
+        changeWake.withLock {
+            $0 = {
+                reporter.wake()
+                for (_, sink) in sinks { sink.wake() }
+            }
+        }
         sinkView.withLock {
             $0 = SinkView(
                 deviceStatus: { sink in
@@ -102,25 +118,23 @@ public final class BridgeService: Sendable {
         // sinks start before the pipeline, so every read from now on is queued for the broker too; the sources
         // stop before the pipeline, which then commits what it holds before the sinks stop.
         let group = ServiceGroup(
-            layers: [[location], sinks.map(\.sink), [pipeline], [sources, retention, reporter]])
-        // Starting blocks (a source waits for its devices): on a thread of its own, never the cooperative pool.
-        await OwnThread.run(name: "start") { group.start() }
+            layers: [[location], sinks.map(\.sink) + [spoolWatch], [pipeline], [sources, retention, reporter]])
+        // Starting blocks (a source waits for its devices): on this thread, which is not Swift's cooperative pool.
+        group.start()
 
         logSummary(spool: spool, sources: sources)
         systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
         // The watchdog's first ping must not come before READY=1: it starts last and stops first.
         watchdog?.start()
 
-        // Idle: nothing runs until a signal arrives (every part sleeps on its own thread).
-        for await number in signals {
+        // Idle: nothing runs until a signal arrives (every part sleeps on its own thread; this one in `read`).
+        while let number = signals.next() {
             if number == SIGHUP {
                 // systemd shows "reloading" until READY=1; `plings-bridge reload` (ExecReload=) waits for the
                 // status file's new generation, written before READY=1.
                 systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(UInt64(MonotonicClock.now() * 1_000_000))")
-                await OwnThread.run(name: "reload") { [self] in
-                    reload(sinks: sinks.map(\.sink), pipeline: pipeline, sources: sources, location: location)
-                    reporter.refresh()
-                }
+                reload(sinks: sinks.map(\.sink), pipeline: pipeline, sources: sources, location: location)
+                reporter.refresh()
                 systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
                 continue
             }
@@ -129,10 +143,8 @@ public final class BridgeService: Sendable {
         }
         systemd.notify("STOPPING=1")
         let deadline = MonotonicClock.deadline(after: BridgeService.stopBudget)
-        let late = await OwnThread.run(name: "stop") { () -> [String] in
-            watchdog?.stop(deadline: deadline)
-            return group.stop(deadline: deadline)
-        }
+        watchdog?.stop(deadline: deadline)
+        let late = group.stop(deadline: deadline)
         if !late.isEmpty {
             logger.warn("stop deadline passed; exiting anyway", [("late", late.joined(separator: ","))])
         }

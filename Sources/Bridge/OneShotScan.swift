@@ -39,13 +39,10 @@ public struct OneShotScan: Sendable {
     /// wait), then takes the fix fresh now, exactly like a read in the service. gpsd's cached answer to a new
     /// client is not enough: it repeats the last fix for as long as the receiver is silent. `locationLogger`
     /// gets the gpsd connection's lines.
-    public func capture(_ raw: String, kind: SourceKind, device: String, locationLogger: Logger) async -> Capture {
+    public func capture(_ raw: String, kind: SourceKind, device: String, locationLogger: Logger) -> Capture {
         let (provider, gps) = LocationSource.makeFixProvider(config: settings.config, logger: locationLogger)
         gps?.start()
-        if let gps {
-            // The wait blocks a thread: keep it off the cooperative pool.
-            _ = await OwnThread.run(name: "gps-wait") { gps.waitForLiveFix(timeout: 1) }
-        }
+        _ = gps?.waitForLiveFix(timeout: 1)
         let now = Date()
         let read = Read(sourceKind: kind, device: device, raw: raw, time: gps?.readTime(now: now) ?? now)
         let fix = provider.currentFix()
@@ -62,12 +59,12 @@ public struct OneShotScan: Sendable {
 
     /// Commits the read to `spool` through the pipeline (with the captured fix), then, for a pending scan with an
     /// API configured (`token` given), makes the one delivery attempt (`OneShotDelivery`).
-    public func commit(_ capture: Capture, to spool: Spool, token: String?) async -> ReadOutcome {
+    public func commit(_ capture: Capture, to spool: Spool, token: String?) -> ReadOutcome {
         let fixProvider: any FixProvider = capture.fix.map { FixedFixProvider(fix: $0) } ?? NoFixProvider()
         let pipeline = Pipeline(
             spool: spool, builder: builder, fixProvider: fixProvider, debounce: [:], logger: logger)
         pipeline.start()
-        let outcome = await pipeline.accept(capture.read)
+        let outcome = pipeline.accept(capture.read)
         pipeline.stop()
         if case .accepted(let scan) = outcome, scan.state == .pending, let api = settings.apiSettings(token: token) {
             OneShotDelivery.deliver(scanID: scan.id, spool: spool, api: api, logger: logger)

@@ -1,34 +1,34 @@
-import Dispatch
+import CSysShim
 import Glibc
+import Platform
 
-/// Process signals as an `AsyncStream`, through dispatch signal sources (never code in a signal handler).
+/// Process signals through the self-pipe pattern: a C handler writes the signal's number to a pipe, and `next()`
+/// blocks in `read` on it. No Swift code runs in a signal handler, and nothing wakes while no signal comes.
 ///
-/// Created from a nonisolated function on purpose: dispatch sources set up from top-level `main.swift` code
-/// are MainActor-isolated in Swift 6 and crash with SIGILL when the handler fires off the main thread.
-public enum SignalStream {
-    nonisolated public static func make(_ signals: [Int32]) -> AsyncStream<Int32> {
-        AsyncStream { continuation in
-            let queue = DispatchQueue(label: "signals")
-            var sources: [any DispatchSourceSignal] = []
-            for number in signals {
-                signal(number, SIG_IGN)  // the default action would kill us before dispatch sees it
-                let source = DispatchSource.makeSignalSource(signal: number, queue: queue)
-                source.setEventHandler { continuation.yield(number) }
-                source.resume()
-                sources.append(source)
-            }
-            let keep = SourcesBox(sources)
-            continuation.onTermination = { _ in keep.cancel() }
-        }
+/// Not libdispatch's signal sources: a process that uses libdispatch's queues is woken every second by its pool
+/// monitor, which woke an idle bridge 30 times in 30 s (issue 27: an idle box sleeps).
+public final class SignalPipe: Sendable {
+    /// Blocking read end; the handler's write end is non-blocking (a full pipe must never block a handler).
+    /// Both stay open for the life of the process: the handler may write at any time.
+    private let pipe: FileDescriptor.Pipe
+
+    /// Nil when no pipe or no handler could be made (out of descriptors): the default actions stay, so SIGTERM
+    /// still ends the process.
+    public init?(_ signals: [Int32]) {
+        guard let pipe = try? FileDescriptor.pipe(nonBlocking: false) else { return nil }
+        guard fcntl(pipe.writeEnd.rawValue, F_SETFL, O_NONBLOCK) == 0,
+            plings_signals_to_pipe(pipe.writeEnd.rawValue, signals, Int32(signals.count)) == 0
+        else { return nil }
+        self.pipe = pipe
+    }
+
+    /// Sleeps until the next signal and returns its number; nil if the pipe failed (never expected).
+    public func next() -> Int32? {
+        var byte: [UInt8] = [0]
+        guard let count = try? pipe.readEnd.read(into: &byte), count == 1 else { return nil }
+        return Int32(byte[0])
     }
 
     /// A dead peer (gpsd, the API) must end in EPIPE, not kill the process.
     public static func ignoreSIGPIPE() { signal(SIGPIPE, SIG_IGN) }
-}
-
-private final class SourcesBox: @unchecked Sendable {
-    // Only touched at creation and on termination, which dispatch serialises.
-    let sources: [any DispatchSourceSignal]
-    init(_ sources: [any DispatchSourceSignal]) { self.sources = sources }
-    func cancel() { sources.forEach { $0.cancel() } }
 }

@@ -24,13 +24,16 @@ public final class SourceSet: Service {
     private let initial: BridgeConfig
     private let logger: Logger
     private let commit: @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
+    private let stateChanged: @Sendable () -> Void
 
     /// Nothing starts before `start()`, which starts what `config` enables. `commit` hands a read on and reports
     /// its commit (the pipeline's `commit(_:then:)`), so a source's feedback can wait for it.
     public init(
         config: BridgeConfig, logger: Logger, modules: [ReadSourceModule] = SourceRegistry.modules,
-        commit: @escaping @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
+        commit: @escaping @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void,
+        stateChanged: @escaping @Sendable () -> Void = {}
     ) {
+        self.stateChanged = stateChanged
         self.initial = config
         self.logger = logger
         self.modules = modules
@@ -55,7 +58,7 @@ public final class SourceSet: Service {
         var next = Running(sources: previous.sources, config: config)
         var retiring: [any ReadSource] = []
         var starting: [any ReadSource] = []
-        let context = SourceContext(config: config, logger: logger, commit: commit)
+        let context = SourceContext(config: config, logger: logger, commit: commit, stateChanged: stateChanged)
         for module in modules {
             let old = previous.sources[module.kind]
             let changed = previous.config.map { module.settingsChanged($0, config) } ?? true

@@ -81,10 +81,16 @@ public final class StatusReporter: Service {
         self.logger = logger
     }
 
-    /// Refreshes the snapshot every 5 s, and at once after `wake()` (metrics every `metricsInterval`), on its own
-    /// thread.
+    /// How often the snapshot is looked at when nothing wakes the reporter: only its ages (the oldest pending
+    /// scan's, the fix's) change with time alone. Everything else wakes it when it changes: a commit, a reload, a
+    /// source's device coming or going, a sink's health (`wake()`), so an idle box is not woken every few seconds.
+    public static let idleRefreshInterval: Double = 30
+
+    /// Refreshes the snapshot at once after `wake()` and every `idleRefreshInterval` otherwise (metrics every
+    /// `metricsInterval`), on its own thread.
     public func start() {
-        let periodic = PeriodicThread(name: "status", interval: 5) { [self] in refresh() }
+        let interval = metricsPath == nil ? Self.idleRefreshInterval : min(Self.idleRefreshInterval, metricsInterval)
+        let periodic = PeriodicThread(name: "status", interval: interval) { [self] in refresh() }
         thread.withLock { $0 = periodic }
         periodic.start()
     }

@@ -245,6 +245,22 @@ public final class RunningProcess: Sendable {
         return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
     }
 
+    /// Context switches of all the child's threads so far (voluntary and not, from /proc/PID/task/*/status): each
+    /// is a wake-up of a thread, so their count over an idle minute says how often the process is woken.
+    public var contextSwitches: Int {
+        let pid = process.processIdentifier
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.reduce(0) { total, task in
+            let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
+            return total
+                + status.split(separator: "\n").reduce(0) { sum, line in
+                    guard line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:")
+                    else { return sum }
+                    return sum + (Int(line.split(separator: "\t").last ?? "") ?? 0)
+                }
+        }
+    }
+
     /// Signals the child's own children (e.g. the bridge that `umockdev-run` started: it does not forward
     /// signals).
     public func signalChildren(_ number: Int32) {

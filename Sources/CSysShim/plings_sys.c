@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <time.h>
 #include <sys/timex.h>
@@ -35,4 +36,33 @@ void plings_sleep_until(double deadline_seconds) {
     if (until.tv_nsec >= 1000000000L) until.tv_nsec = 999999999L;
     while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL) == EINTR) {
     }
+}
+
+static volatile int signal_pipe_fd = -1;
+
+static void plings_signal_to_pipe(int number) {
+    int saved = errno;
+    unsigned char byte = (unsigned char)number;
+    ssize_t written = write(signal_pipe_fd, &byte, 1);
+    (void)written;  // EAGAIN: the pipe is full of signals nobody read yet; one more changes nothing
+    errno = saved;
+}
+
+int plings_signals_to_pipe(int fd, const int *signals, int count) {
+    signal_pipe_fd = fd;
+    struct sigaction action;
+    memset(&action, 0, sizeof action);
+    action.sa_handler = plings_signal_to_pipe;
+    action.sa_flags = SA_RESTART;
+    sigemptyset(&action.sa_mask);
+    sigset_t wanted;
+    sigemptyset(&wanted);
+    for (int i = 0; i < count; i++) {
+        if (sigaction(signals[i], &action, NULL) != 0) return -1;
+        sigaddset(&wanted, signals[i]);
+    }
+    // A parent may have started us with these signals blocked (a mask is inherited across exec: libdispatch's
+    // worker threads block every signal, and a test harness may spawn from one). Unblocked on this thread, they
+    // reach the handler; threads started from here on inherit that.
+    return pthread_sigmask(SIG_UNBLOCK, &wanted, NULL) == 0 ? 0 : -1;
 }

@@ -10,7 +10,11 @@ extension ScanSinkModule {
     /// per identifier. Its status member is `delivery`.
     public static let api = ScanSinkModule(
         name: "api", statusKey: "delivery", configSection: APIConfig.self,
-        make: { APISink(spool: $0.spool, settings: APISettings($0.configuration), logger: $0.logger) },
+        make: {
+            APISink(
+                spool: $0.spool, settings: APISettings($0.configuration), logger: $0.logger,
+                healthChanged: $0.stateChanged)
+        },
         doctor: { APIDoctor.checks($0) })
 }
 
@@ -35,12 +39,15 @@ final class APISink: ScanSink {
     private let logger: Logger
     private let current: Mutex<Forwarder?>
     private let running = Mutex(false)
+    private let healthChanged: @Sendable () -> Void
 
     /// `settings` nil: no API yet. Nothing starts before `start()`.
-    init(spool: Spool, settings: APISettings?, logger: Logger) {
+    init(spool: Spool, settings: APISettings?, logger: Logger, healthChanged: @escaping @Sendable () -> Void) {
         self.spool = spool
         self.logger = logger
-        current = Mutex(settings.map { Forwarder(spool: spool, settings: $0, logger: logger) })
+        self.healthChanged = healthChanged
+        current = Mutex(
+            settings.map { Forwarder(spool: spool, settings: $0, logger: logger, healthChanged: healthChanged) })
     }
 
     /// The running forwarder, if any.
@@ -72,7 +79,7 @@ final class APISink: ScanSink {
         case (nil, nil):
             break
         case (nil, let settings?):
-            let started = Forwarder(spool: spool, settings: settings, logger: logger)
+            let started = Forwarder(spool: spool, settings: settings, logger: logger, healthChanged: healthChanged)
             current.withLock { $0 = started }
             started.start()
             logger.info("delivery started: scans go to the API", [("url", settings.url)])
@@ -84,7 +91,7 @@ final class APISink: ScanSink {
             // The worker threads are made at start: a new concurrency needs a new forwarder. Claimed scans are
             // released by the old one's stop, so the new one takes them at once.
             running.stop(deadline: MonotonicClock.deadline(after: 3))
-            let started = Forwarder(spool: spool, settings: settings, logger: logger)
+            let started = Forwarder(spool: spool, settings: settings, logger: logger, healthChanged: healthChanged)
             current.withLock { $0 = started }
             started.start()
             logger.info("delivery restarted with the new api.concurrency", [("concurrency", "\(settings.concurrency)")])
@@ -99,7 +106,7 @@ final class APISink: ScanSink {
         let stats = forwarder.currentStats
         let (state, reason): (String, String?) = {
             switch forwarder.currentHealth {
-            case .healthy: return ("delivering", nil)
+            case .starting, .healthy: return ("delivering", nil)
             case .failing(let reason, _): return ("failing", reason)
             case .paused(let reason, _): return ("paused", reason)
             }
@@ -113,7 +120,7 @@ final class APISink: ScanSink {
 
     func addMetrics(to metrics: inout MetricsText) {
         guard let forwarder else { return }
-        let healthy: Double = { if case .healthy = forwarder.currentHealth { return 1 } else { return 0 } }()
+        let healthy: Double = forwarder.currentHealth == .healthy ? 1 : 0
         metrics.add("plings_bridge_delivery_healthy", healthy, help: "1 while the API accepts scans")
     }
 }

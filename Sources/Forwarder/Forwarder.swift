@@ -10,8 +10,8 @@ import Spool
 ///
 /// One coordinator thread claims due scans and hands them to `concurrency` worker threads, each with its own
 /// keep-alive HTTP client. All of them block (a condition variable, libcurl) and none runs on the Swift
-/// cooperative pool. When idle the coordinator sleeps until a scan is committed (`wake`), the earliest backoff
-/// ends, or another process changes the spool (checked every 2 s through SQLite's `data_version`).
+/// cooperative pool. When idle the coordinator sleeps until a scan is committed or another process changes the
+/// spool (`wake`, from the pipeline and from `SpoolChangeWatch`) or the earliest backoff ends; nothing else wakes it.
 ///
 /// Every wait is on the monotonic clock. The spool's times (`next_attempt_at`, leases) are wall-clock times,
 /// because they outlive the process; a wall clock stepped back makes them lie far ahead, so the spool treats a
@@ -24,12 +24,8 @@ public final class Forwarder: Service {
         var wakeRequested = true
         var jobs: [(record: ScanRecord, settings: APISettings)] = []
         var inFlight: [String: String] = [:]  // scan id -> identifier
-        var health: Health = .healthy
-        /// `MonotonicClock` time health became `.failing`, for the "down for" figure.
-        var failingSince: Double = 0
-        var consecutiveFailures = 0
-        /// `MonotonicClock` time before which no probe is sent while failing or paused.
-        var notBefore: Double?
+        /// Healthy, failing or paused, and when the next probe may go (the model every sink shares).
+        var health = SinkHealth(backoff: Forwarder.backoff, pauseDuration: Forwarder.pauseDuration)
         var workersRunning = 0
         var coordinatorRunning = false
         var clients: [HTTPClient] = []
@@ -42,23 +38,16 @@ public final class Forwarder: Service {
     private let state: Monitor<State>
     private let spool: Spool
     private let logger: Logger
-    private static let backoff = Backoff(base: 1, cap: 300)
+    /// Told after health changed (failing, resumed, paused), outside the lock: `status` follows at once.
+    private let healthChanged: @Sendable () -> Void
+    static let backoff = Backoff(base: 1, cap: 300)
+    /// The wait after the spool refused our bookkeeping (a full disk): 1 s doubling to 30 s.
+    static let spoolBackoff = Backoff(base: 0.5, cap: 30)
     /// How long a delivery pause (refused token, redirect) lasts before one probe is tried (SIGHUP ends it).
     public static let pauseDuration: Double = 300
     /// How long a claimed scan is reserved: the request timeout plus a margin. If this process dies, another
     /// `run` sends the scan again after this long (the idempotency key makes the repeat harmless).
     public static func lease(_ settings: APISettings) -> Double { settings.timeout + 5 }
-
-    /// How often other processes' spool changes are looked for while idle (docs/contracts.md: "within about 2 s").
-    public static let spoolCheckInterval: Double = 2
-
-    /// Delivery health, for logs and `status`.
-    public enum Health: Sendable, Equatable {
-        case healthy
-        case failing(reason: String, since: Date)
-        /// The API refused the token, or the URL redirects: no delivery until a reload or the pause ends.
-        case paused(reason: String, until: Date)
-    }
 
     /// Counters for metrics and benchmarks.
     public struct Stats: Sendable {
@@ -68,13 +57,18 @@ public final class Forwarder: Service {
         public var failures = 0
     }
 
-    public init(spool: Spool, settings: APISettings, logger: Logger) {
+    public init(
+        spool: Spool, settings: APISettings, logger: Logger, healthChanged: @escaping @Sendable () -> Void = {}
+    ) {
         self.spool = spool
         self.state = Monitor(State(settings: settings))
         self.logger = logger
+        self.healthChanged = healthChanged
     }
 
-    public var currentHealth: Health { state.withLock { $0.health } }
+    /// Delivery health, for `status` and the metrics. Paused: the API refused the token, or the URL redirects; no
+    /// delivery until a reload or the pause ends.
+    public var currentHealth: SinkHealth.State { state.withLock { $0.health.state } }
     /// Requests in flight at once, fixed when the forwarder starts.
     public var concurrency: Int { state.withLock { $0.settings.concurrency } }
     public var currentStats: Stats { state.withLock { $0.stats } }
@@ -109,17 +103,17 @@ public final class Forwarder: Service {
 
     /// SIGHUP: new settings (token, URL...) and a pause ends at once.
     public func reload(settings newSettings: APISettings) {
-        state.update { s in
+        let resumed = state.update { s in
             // Concurrency is fixed at start; the rest applies to the next request.
             var updated = newSettings
             updated.concurrency = s.settings.concurrency
             s.settings = updated
-            if case .paused = s.health {
-                s.health = .healthy
-                s.notBefore = nil
-                logger.info("delivery resumed: configuration reloaded")
-            }
             s.wakeRequested = true
+            return s.health.endPause()
+        }
+        if resumed {
+            logger.info("delivery resumed: configuration reloaded")
+            healthChanged()
         }
     }
 
@@ -154,16 +148,15 @@ public final class Forwarder: Service {
     }
 
     private func coordinatorLoop() {
-        var lastDataVersion = (try? spool.dataVersion()) ?? 0
         // When the earliest unclaimed pending scan becomes due, on the monotonic clock.
         var dueAt: Double?
         loop: while true {
             let now = MonotonicClock.now()
             let step: Step = state.withLock { s in
                 if s.stopping { return .stop }
-                var sleepUntil = now + Forwarder.spoolCheckInterval
+                var sleepUntil = Double.infinity
                 let capacity = Forwarder.capacity(s, now: now)
-                if capacity == 0, let notBefore = s.notBefore, notBefore > now {
+                if capacity == 0, let notBefore = s.health.notBefore, notBefore > now {
                     sleepUntil = min(sleepUntil, notBefore)
                 }
                 if capacity > 0 {
@@ -219,15 +212,8 @@ public final class Forwarder: Service {
                 // A wake-up counts only once there is room to claim: with none (the backoff, every worker busy)
                 // it stays set, and waiting on it alone would return at once, again and again. Room comes from a
                 // worker finishing (which updates the state and so re-checks this) or the backoff's end (`until`).
-                let woken = state.wait(until: until) { s in
+                state.wait(until: until) { s in
                     s.stopping || (s.wakeRequested && Forwarder.capacity(s, now: MonotonicClock.now()) > 0)
-                }
-                if woken { continue }
-                // Other processes (`scan`, `spool retry`) change the spool without waking us: notice it.
-                let version = (try? spool.dataVersion()) ?? lastDataVersion
-                if version != lastDataVersion {
-                    lastDataVersion = version
-                    state.withLock { $0.wakeRequested = true }
                 }
             }
         }
@@ -237,12 +223,8 @@ public final class Forwarder: Service {
     /// How many more scans may be claimed now: up to twice the workers while healthy, so a worker never waits for
     /// the next claim transaction; while failing or paused one probe at a time, once the backoff is over.
     private static func capacity(_ s: State, now: Double) -> Int {
-        switch s.health {
-        case .healthy: return 2 * s.settings.concurrency - s.inFlight.count
-        case .failing, .paused:
-            let open = s.notBefore.map { now >= $0 } ?? true
-            return open && s.inFlight.isEmpty ? 1 : 0
-        }
+        if s.health.isHealthy { return 2 * s.settings.concurrency - s.inFlight.count }
+        return s.health.isOpen(at: now) && s.inFlight.isEmpty ? 1 : 0
     }
 
     /// The spool refuses even our bookkeeping (disk full, I/O error): back off instead of retrying at once, and
@@ -253,7 +235,7 @@ public final class Forwarder: Service {
             if s.spoolFailures == 1 {
                 logger.error("delivery: cannot use the spool; retrying with backoff", [("error", error.description)])
             }
-            return min(30, 0.5 * Double(1 << min(s.spoolFailures, 6)))
+            return Forwarder.spoolBackoff.ceiling(attempt: s.spoolFailures)
         }
         state.wait(until: now + delay) { $0.stopping }
         state.withLock { s in if !s.stopping { s.wakeRequested = true } }
@@ -277,11 +259,14 @@ public final class Forwarder: Service {
             }
             // The outcome's time, when it made the whole backlog due again (recovery).
             var backlogDueAt: Date?
+            var changed = false
             Forwarder.send(record, settings: settings, client: client, spool: spool, logger: logger) { outcome, now in
                 let retryAt = state.withLock { apply(outcome, settings: settings, now: now, to: &$0) }
                 if retryAt.backlogDue { backlogDueAt = now }
+                changed = retryAt.healthChanged
                 return retryAt.time
             }
+            if changed { healthChanged() }
             // Recorded first, then the identifier is freed: the next scan of it is claimed only once this one's
             // outcome is durable.
             let except = state.withLock { s in
@@ -294,52 +279,40 @@ public final class Forwarder: Service {
     }
 
     /// Updates health from one outcome (under the lock); logs only when health changes. Returns the wall-clock
-    /// time of the scan's next attempt (for a retry) and whether the whole backlog is due again (recovery).
+    /// time of the scan's next attempt (for a retry), whether the whole backlog is due again (recovery) and
+    /// whether health changed.
     private func apply(_ outcome: DeliveryOutcome?, settings: APISettings, now: Date, to s: inout State) -> (
-        time: Date?, backlogDue: Bool
+        time: Date?, backlogDue: Bool, healthChanged: Bool
     ) {
-        guard let outcome else { return (nil, false) }
-        let monotonic = MonotonicClock.now()
+        guard let outcome else { return (nil, false, false) }
+        let clock = MonotonicClock.now()
         switch outcome {
         case .delivered, .dead:
             if case .delivered = outcome { s.stats.delivered += 1 } else { s.stats.dead += 1 }
-            var recovered = false
-            switch s.health {
-            case .healthy: break
-            case .failing:
+            guard case .resumed(let downFor, let failedAttempts, let afterPause)? = s.health.succeeded(clock: clock)
+            else { return (nil, false, false) }
+            if afterPause {
+                logger.info("delivery resumed: the API accepts the requests again")
+            } else {
                 logger.info(
                     "delivery resumed: the API answers again",
-                    [
-                        ("downFor", String(format: "%.1fs", monotonic - s.failingSince)),
-                        ("failedAttempts", String(s.consecutiveFailures)),
-                    ])
-                recovered = true
-            case .paused:
-                logger.info("delivery resumed: the API accepts the requests again")
-                recovered = true
+                    [("downFor", String(format: "%.1fs", downFor)), ("failedAttempts", String(failedAttempts))])
             }
-            s.health = .healthy
-            s.consecutiveFailures = 0
-            s.notBefore = nil
-            return (nil, recovered)
+            return (nil, true, true)
         case .retry(let reason, let retryAfter):
             s.stats.failures += 1
-            let delay = Forwarder.backoff.delay(
-                attempt: s.consecutiveFailures, retryAfter: retryAfter, random: Double.random(in: 0...1))
-            s.consecutiveFailures += 1
-            if case .healthy = s.health {
+            let (delay, change) = s.health.failed(
+                reason: reason, retryAfter: retryAfter, now: now, clock: clock, random: Double.random(in: 0...1))
+            if change != nil {
                 logger.warn(
                     "delivery failing: scans stay pending and are retried with backoff",
                     [("reason", reason), ("url", settings.url)])
-                s.health = .failing(reason: reason, since: now)
-                s.failingSince = monotonic
             }
-            s.notBefore = monotonic + delay
-            return (now.addingTimeInterval(delay), false)
+            return (now.addingTimeInterval(delay), false, change != nil)
         case .authPaused(let reason), .redirected(let reason):
             s.stats.failures += 1
-            if case .paused = s.health {
-            } else if case .redirected = outcome {
+            guard s.health.pause(reason: reason, now: now, clock: clock) != nil else { return (nil, false, false) }
+            if case .redirected = outcome {
                 logger.error(
                     "delivery paused: api.url redirects and redirects are not followed (the token would go "
                         + "elsewhere); fix api.url and send SIGHUP (retrying in 5 min)",
@@ -349,9 +322,7 @@ public final class Forwarder: Service {
                     "delivery paused: the API refused the token; fix it and send SIGHUP (retrying in 5 min)",
                     [("reason", reason)])
             }
-            s.health = .paused(reason: reason, until: now.addingTimeInterval(Forwarder.pauseDuration))
-            s.notBefore = monotonic + Forwarder.pauseDuration
-            return (nil, false)
+            return (nil, false, true)
         }
     }
 

@@ -19,7 +19,7 @@ public final class HIDSource: ReadSource {
     private let submit: @Sendable (Read) -> Void
     /// False only in tests and `plings-bench hid`, which feed pipes through `attach(fd:...)` without udev.
     private let useUdev: Bool
-    private let control = ReaderControl()
+    private let control: ReaderControl
     /// The reader thread: ready once the scanners present at start are attached.
     private let thread = ReaderThread(name: "hid-reader")
 
@@ -27,8 +27,10 @@ public final class HIDSource: ReadSource {
     /// `attach(fd:name:layout:)` (unit tests and `plings-bench hid` feed pipes carrying raw `input_event`
     /// records). Nothing runs before `start()`.
     public init(
-        config: BridgeConfig.HID, logger: Logger, udev: Bool = true, submit: @escaping @Sendable (Read) -> Void
+        config: BridgeConfig.HID, logger: Logger, udev: Bool = true, submit: @escaping @Sendable (Read) -> Void,
+        stateChanged: @escaping @Sendable () -> Void = {}
     ) {
+        self.control = ReaderControl(stateChanged: stateChanged)
         self.config = config
         self.logger = logger
         self.submit = submit

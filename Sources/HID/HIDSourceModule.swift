@@ -14,7 +14,9 @@ extension ReadSourceModule {
         debounce: { $0.hid.debounce },
         settingsChanged: { $0.hid != $1.hid },
         make: { context in
-            HIDSource(config: context.config.hid, logger: context.logger, submit: context.submit)
+            HIDSource(
+                config: context.config.hid, logger: context.logger, submit: context.submit,
+                stateChanged: context.stateChanged)
         },
         doctor: { config, _ in [HIDDoctor.check(config: config.hid)] },
         listDevices: { config in

@@ -26,6 +26,10 @@ final class ReaderControl: Sendable {
 
     private let state = Mutex(State())
     let status = Mutex(Status())
+    /// Told after `status` changed (`SourceContext.stateChanged`).
+    let stateChanged: @Sendable () -> Void
+
+    init(stateChanged: @escaping @Sendable () -> Void = {}) { self.stateChanged = stateChanged }
     /// Nil when no pipe could be made: stop() still works, the loop then polls with a 200 ms timeout.
     let wakePipe = WakePipe()
 
@@ -166,5 +170,6 @@ final class ReaderLoop {
             .map { (name: $0.identity.name, devnode: $0.identity.devnode, grabbed: $0.grabbed) }
             .sorted { $0.devnode < $1.devnode }
         control.status.withLock { $0.scanners = list }
+        control.stateChanged()
     }
 }

@@ -334,5 +334,6 @@ final class HIDPOSReaderLoop {
             (devnode: $0.info.devnode, name: $0.info.stableName)
         }
         control.status.withLock { $0.devices = open }
+        control.stateChanged()
     }
 }

@@ -20,15 +20,17 @@ public final class HIDPOSSource: ReadSource {
     private let logger: Logger
     private let commit: @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
     private let udev: Bool
-    let control = HIDPOSControl()
+    let control: HIDPOSControl
     private let thread = ReaderThread(name: "hidpos-reader")
 
     /// Nothing runs before `start()`. `hosts`: the Plings URL hosts, to tell a Plings code from another.
     /// `udev: false` (benchmarks) watches only what `attach` hands over.
     public init(
         config: HIDPOSConfig, hosts: [String], logger: Logger, udev: Bool = true,
-        commit: @escaping @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
+        commit: @escaping @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void,
+        stateChanged: @escaping @Sendable () -> Void = {}
     ) {
+        self.control = HIDPOSControl(stateChanged: stateChanged)
         self.config = config
         self.hosts = hosts
         self.logger = logger
@@ -91,6 +93,10 @@ final class HIDPOSControl: Sendable {
     let feedback = Mutex<[(devnode: String, outcome: FeedbackOutcome)]>([])
     /// Descriptors handed over by `attach`, for the reader thread to take.
     let attachments = Mutex<[(fd: Int32, info: HIDPOSDeviceInfo, layout: HIDPOSLayout)]>([])
+    /// Told after `status` changed (`SourceContext.stateChanged`).
+    let stateChanged: @Sendable () -> Void
+
+    init(stateChanged: @escaping @Sendable () -> Void) { self.stateChanged = stateChanged }
 
     /// Queues feedback for the reader thread; called on the pipeline's thread, so it never blocks.
     func signal(_ outcome: FeedbackOutcome, on devnode: String) {

@@ -14,7 +14,7 @@ extension ReadSourceModule {
         make: { context in
             HIDPOSSource(
                 config: context.config.hidpos, hosts: context.config.hosts, logger: context.logger,
-                commit: context.committer)
+                commit: context.committer, stateChanged: context.stateChanged)
         },
         doctor: { config, _ in [HIDPOSDoctor.check(config: config.hidpos)] },
         listDevices: { config in

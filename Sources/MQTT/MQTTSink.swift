@@ -32,13 +32,6 @@ public final class MQTTSink: Sendable {
     /// A connection that lasted this long (seconds) was not a flap: the backoff starts again at 1 s.
     static let stableConnection: Double = 30
 
-    public enum Health: Sendable, Equatable {
-        case connecting
-        case connected
-        case failing(reason: String, since: Date)
-        case paused(reason: String, until: Date)
-    }
-
     public struct Stats: Sendable {
         public var published = 0
         public var acknowledged = 0
@@ -50,8 +43,6 @@ public final class MQTTSink: Sendable {
         var client: MQTTClient?
         var stopping = false
         var connected = false
-        /// Failed connects since the last stable connection: the reconnect backoff's exponent.
-        var connectFailures = 0
         /// When the current connection was accepted (monotonic seconds), and how many connections in a row ended
         /// sooner than `stableConnection`.
         var connectedAt = -Double.infinity
@@ -68,14 +59,19 @@ public final class MQTTSink: Sendable {
         var wakeRequested = true
         /// Bumped by every event, wake-up and stop, so the publisher's wait sees that something changed.
         var ticks = 0
-        var health: Health = .connecting
+        /// Starting (not yet connected), healthy (connected), failing or paused, and the reconnect backoff: the
+        /// model every sink shares. Its failure count is the failed connects since the last stable connection.
+        var health = SinkHealth(
+            backoff: Backoff(base: 1, cap: MQTTSink.maxReconnectDelay), pauseDuration: MQTTSink.refusalPause,
+            initial: .starting)
         var lastLog: String?
         var stats = Stats()
         var publishedStatus: String?
-        /// When the status message is next looked at (monotonic seconds).
+        /// When the status message is next looked at (monotonic seconds): after a wake-up (a commit, a change of a
+        /// source or a sink) or a publish, at most once a second; never on a timer.
         var statusDue = -Double.infinity
-        /// When a pause ends (monotonic seconds); the `Date` in `Health.paused` is for display.
-        var pauseEnd = -Double.infinity
+        /// When it was last looked at.
+        var statusLooked = -Double.infinity
         /// A change of the sink's error for the spool (`spool stats`, `status`), noted under the lock and written by
         /// `recordHealth()` outside it: a SQLite write may wait for another writer's lock, and must not hold the
         /// monitor (libmosquitto's network thread, the publisher and `status` all take it) meanwhile.
@@ -85,10 +81,7 @@ public final class MQTTSink: Sendable {
         var networkRunning = false
         var publisherRunning = false
 
-        func paused(at clock: Double) -> Bool {
-            if case .paused = health { return pauseEnd > clock }
-            return false
-        }
+        func paused(at clock: Double) -> Bool { health.isPaused && !health.isOpen(at: clock) }
     }
 
     private let state = Monitor(State())
@@ -98,18 +91,23 @@ public final class MQTTSink: Sendable {
     public let settings: MQTTSettings
     private let logger: Logger
     private let status: @Sendable () -> JSONValue
+    /// Told after health changed (connected, failing, paused), outside the monitor: `status` follows at once.
+    private let healthChanged: @Sendable () -> Void
 
     /// - Parameter status: the health fields of the retained status message (`online` is added here).
     public init(
-        spool: Spool, settings: MQTTSettings, logger: Logger, status: @escaping @Sendable () -> JSONValue
+        spool: Spool, settings: MQTTSettings, logger: Logger, status: @escaping @Sendable () -> JSONValue,
+        healthChanged: @escaping @Sendable () -> Void = {}
     ) {
+        self.healthChanged = healthChanged
         self.spool = spool
         self.settings = settings
         self.logger = logger
         self.status = status
     }
 
-    public var currentHealth: Health { state.withLock { $0.health } }
+    /// Starting: not yet connected; healthy: connected and publishing.
+    public var currentHealth: SinkHealth.State { state.withLock { $0.health.state } }
     public var currentStats: Stats { state.withLock { $0.stats } }
 
     /// The retained status payload; the last will is the same with `online: false`.
@@ -151,10 +149,11 @@ public final class MQTTSink: Sendable {
         publisher.start()
     }
 
-    /// A scan was committed: publish it now.
+    /// A scan was committed, or the device's state changed: publish it now, and look at the status message.
     public func wake() {
         state.update {
             $0.wakeRequested = true
+            $0.statusDue = min($0.statusDue, $0.statusLooked + 1)
             $0.ticks += 1
         }
     }
@@ -211,15 +210,14 @@ public final class MQTTSink: Sendable {
                     s.wakeRequested = true
                     s.publishedStatus = nil
                     s.statusDue = -Double.infinity
-                    if s.health != .connected {
+                    if !s.health.isHealthy {
                         note(&s, .info, "mqtt: connected; publishing", [("broker", settings.endpoint)])
-                        s.health = .connected
+                        _ = s.health.connected(clock: MonotonicClock.now())
                         s.healthToRecord = (nil, now)
                     }
                 } else if MQTTClient.isAuthRefusal(code) {
                     let reason = "the broker refused the connection: \(MQTTClient.reason(code))"
-                    s.health = .paused(reason: reason, until: now.addingTimeInterval(MQTTSink.refusalPause))
-                    s.pauseEnd = MonotonicClock.deadline(after: MQTTSink.refusalPause)
+                    _ = s.health.pause(reason: reason, now: now, clock: MonotonicClock.now())
                     note(
                         &s, .error,
                         "mqtt: publishing paused: \(reason); fix mqtt.usernameFile/passwordFile or the broker's ACL "
@@ -259,7 +257,7 @@ public final class MQTTSink: Sendable {
                 "; \(s.shortConnections) connections in a row ended within \(Int(MQTTSink.stableConnection)) s: is "
                 + "another client connecting as \(settings.clientID)? Give each bridge its own mqtt.deviceId"
         } else {
-            s.connectFailures = 0
+            s.health.forgiveFailures()
         }
         fail(&s, reason, now: now)
     }
@@ -267,12 +265,9 @@ public final class MQTTSink: Sendable {
     /// Health turns to failing: logged once when publishing starts failing, not once per retry; the reason shown by
     /// `status` and `spool stats` follows the latest failure.
     private func fail(_ s: inout State, _ reason: String, now: Date) {
-        if s.paused(at: MonotonicClock.now()) { return }
-        if case .failing(let old, let since) = s.health {
-            guard old != reason else { return }
-            s.health = .failing(reason: reason, since: since)
-        } else {
-            s.health = .failing(reason: reason, since: now)
+        let clock = MonotonicClock.now()
+        if s.paused(at: clock) || s.health.reason == reason { return }
+        if s.health.noteFailure(reason: reason, now: now, clock: clock, keepFirstReason: false) != nil {
             note(
                 &s, .warn, "mqtt: cannot publish: scans stay queued and are published when the broker is back",
                 [("reason", reason), ("broker", settings.endpoint)])
@@ -282,8 +277,7 @@ public final class MQTTSink: Sendable {
 
     /// Pauses publishing for `refusalPause` (a refused message, or one libmosquitto would not take).
     private func pause(_ s: inout State, _ reason: String, now: Date) {
-        s.health = .paused(reason: reason, until: now.addingTimeInterval(MQTTSink.refusalPause))
-        s.pauseEnd = MonotonicClock.deadline(after: MQTTSink.refusalPause)
+        _ = s.health.pause(reason: reason, now: now, clock: MonotonicClock.now())
         note(
             &s, .error,
             "mqtt: publishing paused: \(reason); check the broker's ACL for \(settings.topicBase)/# and send SIGHUP "
@@ -294,15 +288,17 @@ public final class MQTTSink: Sendable {
     /// Writes the sink's latest error change, if one was noted, outside the monitor. Taking and writing happen
     /// under `healthWrites`, so two threads cannot write an older change after a newer one.
     private func recordHealth() {
-        healthWrites.withLock { writes in
+        let recorded = healthWrites.withLock { writes -> Bool in
             let noted = state.withLock { s -> (reason: String?, at: Date)? in
                 defer { s.healthToRecord = nil }
                 return s.healthToRecord
             }
-            guard let noted else { return }
+            guard let noted else { return false }
             writes += 1
             try? spool.recordSinkError(MQTTSink.sinkName, noted.reason, now: noted.at)
+            return true
         }
+        if recorded { healthChanged() }
     }
 
     private func note(_ s: inout State, _ level: LogLevel, _ message: String, _ fields: [(String, String)]) {
@@ -326,20 +322,15 @@ public final class MQTTSink: Sendable {
             let until: Double? = state.update { s in
                 if s.stopping { return nil }
                 s.ticks += 1
-                let until: Double
-                if s.paused(at: MonotonicClock.now()) {
-                    until = s.pauseEnd
-                } else {
-                    // A more specific reason (CONNACK, a TLS error from the log) may already be known: keep it.
-                    if !s.connected, case .failing = s.health {
-                    } else if !s.connected {
-                        fail(&s, MQTTClient.describe(rc), now: Date())
-                    }
-                    let delay = min(MQTTSink.maxReconnectDelay, Double(1 << min(s.connectFailures, 5)))
-                    until = MonotonicClock.deadline(after: delay * Double.random(in: 0.75...1.0))
+                let clock = MonotonicClock.now()
+                if s.paused(at: clock) { return s.health.notBefore ?? clock }
+                // A more specific reason (CONNACK, a TLS error from the log) may already be known: keep it.
+                if !s.connected, case .failing = s.health.state {
+                } else if !s.connected {
+                    fail(&s, MQTTClient.describe(rc), now: Date())
                 }
-                s.connectFailures += 1
-                return until
+                // 1 s doubling to `maxReconnectDelay`, each wait at least 3/4 of that.
+                return clock + s.health.scheduleRetry(clock: clock, random: 0.75 + 0.25 * Double.random(in: 0...1))
             }
             recordHealth()
             guard let until else { break }
@@ -367,7 +358,6 @@ public final class MQTTSink: Sendable {
     }
 
     private func publisherLoop(_ client: MQTTClient) {
-        var lastDataVersion = (try? spool.dataVersion()) ?? 0
         // How many scans libmosquitto holds at once. It puts at most `maxInflight` on the wire (its send maximum) and
         // sends the next held one from its own network thread as each PUBACK arrives; holding only the window would
         // make every message wait for this thread to wake and hand it over. A queue of a few windows keeps the wire
@@ -385,9 +375,9 @@ public final class MQTTSink: Sendable {
             let step: Step = state.withLock { s in
                 if s.stopping { return .stop }
                 if !s.acks.isEmpty { takeAcks(&s, into: &toRecord, now: now) }
-                if case .paused = s.health, s.pauseEnd <= clock {
+                if s.health.isPaused, s.health.isOpen(at: clock) {
                     // The pause is over: start again from the oldest scan not acknowledged.
-                    s.health = s.connected ? .connected : .connecting
+                    s.health.endPause(to: s.connected ? .healthy : .starting)
                     s.buffer.removeAll()
                     s.cursor = 0
                     s.wakeRequested = true
@@ -403,7 +393,8 @@ public final class MQTTSink: Sendable {
                     return .record(toRecord)
                 }
                 if s.connected, !paused, clock >= s.statusDue {
-                    s.statusDue = clock + 5
+                    s.statusDue = .infinity
+                    s.statusLooked = clock
                     return .status
                 }
                 if canPublish {
@@ -413,9 +404,10 @@ public final class MQTTSink: Sendable {
                     }
                     return .publish(Array(s.buffer.prefix(holdLimit - s.inFlight.count)))
                 }
-                var until = clock + 2
+                // Nothing on a timer: every event, wake-up and stop bumps `ticks`.
+                var until = Double.infinity
                 if s.connected, !paused { until = min(until, max(s.statusDue, clock + 0.05)) }
-                if paused { until = min(until, s.pauseEnd) }
+                if paused, let end = s.health.notBefore { until = min(until, end) }
                 return .wait(until: until, ticks: s.ticks)
             }
             switch step {
@@ -469,15 +461,8 @@ public final class MQTTSink: Sendable {
             case .publish(let batch):
                 publish(batch, client: client, clock: clock, now: now)
             case .wait(let until, let ticks):
-                let woken = state.wait(until: until) { $0.stopping || $0.ticks != ticks }
-                if !woken {
-                    // Other processes (`scan`, `spool retry`) commit without waking us: notice it.
-                    let version = (try? spool.dataVersion()) ?? lastDataVersion
-                    if version != lastDataVersion {
-                        lastDataVersion = version
-                        state.withLock { $0.wakeRequested = true }
-                    }
-                }
+                // Other processes' commits (`scan`, `spool retry`) come as wake-ups too (`SpoolChangeWatch`).
+                state.wait(until: until) { $0.stopping || $0.ticks != ticks }
             }
         }
     }

@@ -12,7 +12,7 @@ extension ScanSinkModule {
         make: { context in
             MQTTSinkSlot(
                 spool: context.spool, config: context.configuration.config, logger: context.logger,
-                status: { context.deviceStatus(for: MQTTSink.sinkName) })
+                status: { context.deviceStatus(for: MQTTSink.sinkName) }, healthChanged: context.stateChanged)
         },
         doctor: { [MQTTDoctor.check($0)] })
 }
@@ -27,9 +27,14 @@ final class MQTTSinkSlot: ScanSink {
     private let running = Mutex(false)
     /// The device's status fields of the retained `<base>/status` message besides `online`.
     private let status: @Sendable () -> JSONValue
+    private let healthChanged: @Sendable () -> Void
 
     /// Nothing starts before `start()`.
-    init(spool: Spool, config: BridgeConfig, logger: Logger, status: @escaping @Sendable () -> JSONValue) {
+    init(
+        spool: Spool, config: BridgeConfig, logger: Logger, status: @escaping @Sendable () -> JSONValue,
+        healthChanged: @escaping @Sendable () -> Void = {}
+    ) {
+        self.healthChanged = healthChanged
         self.spool = spool
         self.logger = logger
         self.status = status
@@ -84,7 +89,8 @@ final class MQTTSinkSlot: ScanSink {
             }
             return
         }
-        let fresh = MQTTSink(spool: spool, settings: settings, logger: logger, status: status)
+        let fresh = MQTTSink(
+            spool: spool, settings: settings, logger: logger, status: status, healthChanged: healthChanged)
         do {
             try fresh.start()
             sink.withLock { $0 = fresh }
@@ -136,10 +142,10 @@ final class MQTTSinkSlot: ScanSink {
     private var queued: Int { (try? spool.sinkStats())?.first { $0.name == MQTTSink.sinkName }?.pending ?? 0 }
 
     /// The state `status` shows for `health`, and its reason.
-    static func describe(_ health: MQTTSink.Health) -> (state: String, reason: String?) {
+    static func describe(_ health: SinkHealth.State) -> (state: String, reason: String?) {
         switch health {
-        case .connecting: return ("connecting", nil)
-        case .connected: return ("publishing", nil)
+        case .starting: return ("connecting", nil)
+        case .healthy: return ("publishing", nil)
         case .failing(let reason, _): return ("failing", reason)
         case .paused(let reason, _): return ("paused", reason)
         }

@@ -38,10 +38,12 @@ public final class NFCSource: ReadSource {
     public init(
         config: BridgeConfig.NFC, hosts: [String], logger: Logger, submit: @escaping @Sendable (Read) -> Void,
         onTap: (@Sendable (NFCTapEvent) -> Void)? = nil,
-        commit: (@Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void)? = nil
+        commit: (@Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void)? = nil,
+        stateChanged: @escaping @Sendable () -> Void = {}
     ) {
         context = ReaderMonitorContext(
-            config: config, logger: logger, control: NFCControl(), feedback: NFCFeedback(logger: logger),
+            config: config, logger: logger, control: NFCControl(stateChanged: stateChanged),
+            feedback: NFCFeedback(logger: logger),
             handoff: TapHandoff(parser: PlingsURLParser(hosts: hosts), submit: submit, commit: commit, onTap: onTap))
     }
 

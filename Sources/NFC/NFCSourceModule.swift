@@ -16,7 +16,7 @@ extension ReadSourceModule {
         make: { context in
             NFCSource(
                 config: context.config.nfc, hosts: context.config.hosts, logger: context.logger,
-                submit: context.submit, commit: context.committer)
+                submit: context.submit, commit: context.committer, stateChanged: context.stateChanged)
         },
         doctor: { config, _ in NFCDoctor.checks(config: config.nfc) })
 }

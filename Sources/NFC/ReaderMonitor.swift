@@ -61,16 +61,38 @@ struct ReaderMonitor {
 
     // MARK: context lifecycle
 
-    /// Back-off before the next establish: 0 after a clean run, then 0.1, 0.2, 0.4, 0.8, 1 s. Capped at 1 s
-    /// so a tap right after pcscd comes back is not missed for long; an establish attempt is a cheap local
-    /// socket connect, and nothing is logged per attempt.
+    /// Back-off before the next establish: 0 after a clean run, then 0.1, 0.2, 0.4, 0.8, 1 s while pcscd may be
+    /// restarting. After that pcscd is away for good (not installed, stopped): the waits grow to
+    /// `longestPcscdWait`, and pcscd's socket appearing ends a wait at once (inotify on its directory), so a tap
+    /// right after pcscd comes back is not missed and an idle gate without pcscd is not woken every second.
     private var backoff: Double {
-        failures == 0 ? 0 : min(1.0, 0.1 * Double(1 << min(failures - 1, 4)))
+        switch failures {
+        case 0: return 0
+        case 1...5: return min(1.0, 0.1 * Double(1 << (failures - 1)))
+        default: return min(ReaderMonitor.longestPcscdWait, Double(1 << min(failures - 5, 6)))
+        }
+    }
+
+    /// The longest wait between two attempts to reach an absent pcscd (its socket appearing ends it sooner).
+    static let longestPcscdWait: Double = 60
+
+    /// The directory pcscd's socket appears in: `PCSCLITE_CSOCK_NAME`'s (libpcsclite's own override), else
+    /// `/run/pcscd`; its parent while it does not exist (pcscd makes it at start).
+    static func socketDirectory(environment: [String: String] = ProcessInfo.processInfo.environment) -> String {
+        let socket = environment["PCSCLITE_CSOCK_NAME"] ?? "/run/pcscd/pcscd.comm"
+        let directory = (socket as NSString).deletingLastPathComponent
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory), isDirectory.boolValue {
+            return directory
+        }
+        return (directory as NSString).deletingLastPathComponent
     }
 
     private mutating func connect() {
         if backoff > 0 {
-            control.pause(backoff)
+            // Watched only once the short waits are over: before, a plain sleep is as good.
+            let watch = failures > 5 ? DirectoryWatch(ReaderMonitor.socketDirectory()) : nil
+            control.pause(backoff, watching: watch)
             if control.isStopping { return }
         }
         do {

@@ -37,8 +37,14 @@ final class NFCControl: Sendable {
     }
 
     private let shared = Mutex(Shared())
+    /// Told after the state changed (`SourceContext.stateChanged`).
+    private let stateChanged: @Sendable () -> Void
     /// Wakes back-off sleeps and `stop()`'s wait for the thread (a change counter; waits are monotonic).
     private let wakeup = Monitor(0)
+    /// Ends a wait for pcscd's socket (`pause(_:watching:)`) when `stop()` is called.
+    private let wakePipe = WakePipe()
+
+    init(stateChanged: @escaping @Sendable () -> Void = {}) { self.stateChanged = stateChanged }
 
     /// True the first time only: the caller starts the thread.
     func markStarted() -> Bool {
@@ -74,6 +80,7 @@ final class NFCControl: Sendable {
                 if let handle = state.contextHandle { PCSCContext.cancel(handle: handle) }
             }
             wakeup.update { $0 &+= 1 }
+            wakePipe?.signal()
             if MonotonicClock.now() >= deadline { break }
             wakeup.wait(until: min(deadline, MonotonicClock.now() + 0.05)) { _ in isFinished }
         }
@@ -87,7 +94,13 @@ final class NFCControl: Sendable {
     /// The source's state as the monitor thread last set it.
     var sourceState: SourceState {
         get { shared.withLock { $0.state } }
-        set { shared.withLock { $0.state = newValue } }
+        set {
+            let changed = shared.withLock { shared in
+                defer { shared.state = newValue }
+                return shared.state != newValue
+            }
+            if changed { stateChanged() }
+        }
     }
 
     /// Publishes (or clears) the context handle `stop()` cancels. Returns false when stopping already.
@@ -99,9 +112,15 @@ final class NFCControl: Sendable {
         }
     }
 
-    /// Sleeps up to `seconds` unless `stop()` is called.
-    func pause(_ seconds: Double) {
-        wakeup.wait(until: MonotonicClock.deadline(after: seconds)) { _ in isStopping }
+    /// Sleeps up to `seconds` unless `stop()` is called, or, with `watch`, something appears in the watched
+    /// directory (pcscd's socket).
+    func pause(_ seconds: Double, watching watch: DirectoryWatch? = nil) {
+        let deadline = MonotonicClock.deadline(after: seconds)
+        if let watch, let wakePipe {
+            if !isStopping { _ = watch.wait(until: deadline, orWake: wakePipe.readFD) }
+            return
+        }
+        wakeup.wait(until: deadline) { _ in isStopping }
     }
 }
 

@@ -15,12 +15,17 @@ public final class DirectoryWatch {
         }
     }
 
-    /// Sleeps until something changed in the directory or `deadline` (monotonic seconds) passed; true when
-    /// something changed. The events themselves are read and dropped: the caller looks at the file again.
-    public func wait(until deadline: Double) -> Bool {
-        var fds = [pollfd(fd: fd.rawValue, events: Int16(POLLIN), revents: 0)]
+    /// Sleeps until something changed in the directory, `wake` (a `WakePipe`'s read end, or -1) became readable,
+    /// or `deadline` (monotonic seconds) passed; true when something changed. The events themselves are read and
+    /// dropped: the caller looks at the file again. `wake` is left for its owner to drain.
+    public func wait(until deadline: Double, orWake wake: Int32 = -1) -> Bool {
+        var fds = [
+            pollfd(fd: fd.rawValue, events: Int16(POLLIN), revents: 0),
+            pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
+        ]
         let milliseconds = Int32(max(0, min(60_000, ((deadline - MonotonicClock.now()) * 1000).rounded(.up))))
-        guard let ready = try? systemCall("poll", { poll(&fds, 1, milliseconds) }), ready > 0 else { return false }
+        guard let ready = try? systemCall("poll", { poll(&fds, 2, milliseconds) }), ready > 0, fds[0].revents != 0
+        else { return false }
         var buffer = [UInt8](repeating: 0, count: 4096)
         while (try? fd.read(into: &buffer)) ?? 0 > 0 {}
         return true

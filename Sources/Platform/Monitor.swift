@@ -54,14 +54,15 @@ public final class Monitor<State> {
     }
 
     /// Sleeps until `predicate` holds (checked under the lock at once and after every wake-up) or the monotonic
-    /// `deadline` (seconds of `MonotonicClock`; nil: no deadline) passes. Returns whether the predicate held.
+    /// `deadline` (seconds of `MonotonicClock`; nil or infinity: no deadline) passes. Returns whether the predicate
+    /// held.
     @discardableResult
     public func wait(until deadline: Double? = nil, for predicate: (inout State) -> Bool) -> Bool {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         while true {
             if predicate(&state) { return true }
-            guard let deadline else {
+            guard let deadline, deadline.isFinite else {
                 pthread_cond_wait(condition, mutex)
                 continue
             }

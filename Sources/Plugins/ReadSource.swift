@@ -26,15 +26,20 @@ public struct SourceContext: Sendable {
     public let config: BridgeConfig
     public let logger: Logger
     private let handOn: @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
+    /// Called by the source after its `state` changed (a device came or went, pcscd left): `status` and the MQTT
+    /// status message follow at once, so nothing has to look at the state periodically.
+    public let stateChanged: @Sendable () -> Void
 
     /// `commit` hands a read to the pipeline and calls back once it is on disk (or found a duplicate, or refused).
     public init(
         config: BridgeConfig, logger: Logger,
-        commit: @escaping @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
+        commit: @escaping @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void,
+        stateChanged: @escaping @Sendable () -> Void = {}
     ) {
         self.config = config
         self.logger = logger
         self.handOn = commit
+        self.stateChanged = stateChanged
     }
 
     /// Hands `read` on without waiting for its commit.

@@ -43,14 +43,17 @@ public struct SinkContext: Sendable {
     public let configuration: SinkConfiguration
     private let device: @Sendable (_ sink: String) -> JSONValue
     private let status: @Sendable () -> JSONValue
+    /// Called by the sink after its health changed (failing, resumed, paused): `status` follows at once.
+    public let stateChanged: @Sendable () -> Void
 
     /// `deviceStatus` and `status` may answer `.null` until the rest of the service is built (the sinks start
     /// first); they never block for long (a few spool reads).
     public init(
         spool: Spool, logger: Logger, configuration: SinkConfiguration,
         deviceStatus: @escaping @Sendable (_ sink: String) -> JSONValue,
-        status: @escaping @Sendable () -> JSONValue
+        status: @escaping @Sendable () -> JSONValue, stateChanged: @escaping @Sendable () -> Void = {}
     ) {
+        self.stateChanged = stateChanged
         self.spool = spool
         self.logger = logger
         self.configuration = configuration

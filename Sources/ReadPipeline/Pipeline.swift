@@ -170,11 +170,16 @@ public final class Pipeline: Service {
         }
     }
 
-    /// Submits and waits for the outcome.
-    public func accept(_ read: Read) async -> ReadOutcome {
-        await withCheckedContinuation { continuation in
-            submit(read) { continuation.resume(returning: $0) }
+    /// Submits and waits for the outcome, blocking the calling thread (the `scan` command's main thread).
+    public func accept(_ read: Read) -> ReadOutcome {
+        let outcome = Monitor<ReadOutcome?>(nil)
+        submit(read) { result in outcome.update { $0 = result } }
+        var result = ReadOutcome.refused("the pipeline gave no outcome")
+        outcome.wait { value in
+            if let value { result = value }
+            return value != nil
         }
+        return result
     }
 
     /// Commits everything already submitted, then stops the thread. Returns when done or at `deadline`.

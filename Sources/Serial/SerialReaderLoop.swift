@@ -258,5 +258,6 @@ final class SerialReaderLoop {
             (devnode: $0.info.devnode, name: $0.info.stableName)
         }
         control.status.withLock { $0.ports = open }
+        control.stateChanged()
     }
 }

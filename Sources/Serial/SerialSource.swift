@@ -18,14 +18,16 @@ public final class SerialSource: ReadSource {
     private let logger: Logger
     private let submit: @Sendable (Read) -> Void
     private let udev: Bool
-    let control = SerialControl()
+    let control: SerialControl
     /// The reader thread: ready once the ports present at start are open.
     private let thread = ReaderThread(name: "serial-reader")
 
     /// Nothing runs before `start()`. `udev: false` (benchmarks) reads only the ports `attach` names.
     public init(
-        config: SerialConfig, logger: Logger, udev: Bool = true, submit: @escaping @Sendable (Read) -> Void
+        config: SerialConfig, logger: Logger, udev: Bool = true, submit: @escaping @Sendable (Read) -> Void,
+        stateChanged: @escaping @Sendable () -> Void = {}
     ) {
+        self.control = SerialControl(stateChanged: stateChanged)
         self.config = config
         self.logger = logger
         self.udev = udev
@@ -89,6 +91,10 @@ final class SerialControl: Sendable {
     let status = Mutex(Status())
     /// Ports named by `attach`, for the reader thread to open.
     let attachments = Mutex<[SerialPortInfo]>([])
+    /// Told after `status` changed (`SourceContext.stateChanged`).
+    let stateChanged: @Sendable () -> Void
+
+    init(stateChanged: @escaping @Sendable () -> Void) { self.stateChanged = stateChanged }
 }
 
 /// One USB serial port as `plings-bridge scanners` reports it (docs/contracts.md, "Command line"): what udev says

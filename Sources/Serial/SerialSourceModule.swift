@@ -9,7 +9,10 @@ extension ReadSourceModule {
         kind: .serial, devices: "the serial barcode scanners", configSection: SerialConfig.self,
         isEnabled: { $0.serial.enabled }, debounce: { $0.serial.debounce },
         settingsChanged: { $0.serial != $1.serial },
-        make: { context in SerialSource(config: context.config.serial, logger: context.logger, submit: context.submit)
+        make: { context in
+            SerialSource(
+                config: context.config.serial, logger: context.logger, submit: context.submit,
+                stateChanged: context.stateChanged)
         },
         doctor: { config, _ in [SerialDoctor.check(config: config.serial)] },
         listDevices: { config in

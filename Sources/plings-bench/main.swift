@@ -25,6 +25,8 @@ case "hid":
     HIDBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "transports":
     ScannerTransportBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "idle":
+    IdleBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "all":
     // Every benchmark in one go (rigs started by each), one table at the end. Short settings by default;
     // `--full` uses each benchmark's documented defaults.
@@ -37,6 +39,7 @@ case "all":
     LocationBenchmark.run(arguments: full ? [] : ["--seconds", "20"])
     DrainBenchmark.run(arguments: full ? [] : ["--count", "10000", "--large", "100000"])
     MQTTBenchmark.run(arguments: full ? [] : ["--count", "10000", "--large", "100000"])
+    IdleBenchmark.run(arguments: [])
     let rows = BenchTable.collected.withLock { $0 ?? [] }
     BenchTable.printTable(rows)
 case "nfc":
@@ -65,6 +68,9 @@ default:
           transports [--samples N] [--idle S] [--dir DIR]
                                           HID POS report and serial CR -> committed against the keyboard's Enter,
                                           HID POS decoding, idle CPU of both transports
+          idle [--seconds 30] [--baseline-bridge PATH]
+                                          wake-ups of an idle `run` in each waiting state; a scan spooled by
+                                          another process -> sent (PATH: an older build, measured as the baseline)
           nfc [--taps 30] [--idle 60]     tap-to-commit latency on the NFC rig against pyscard, APDUs, idle CPU
           evemu --text TEXT [--layout us] [--start S]
                                           prints a scanner typing TEXT as evemu lines (for umockdev-run -e)

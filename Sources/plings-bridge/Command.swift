@@ -55,7 +55,7 @@ struct Command: Sendable {
     /// How the command is run.
     enum Handler: Sendable {
         /// With its flags parsed against `options` (unknown flags are usage errors).
-        case parsed(@Sendable (CLI, Arguments) async throws -> Int32)
+        case parsed(@Sendable (CLI, Arguments) throws -> Int32)
         /// With the words after its name as they are (`help`, which takes anything and always answers).
         case raw(@Sendable (CLI, ArraySlice<String>) -> Int32)
     }

@@ -11,7 +11,7 @@ extension CLI {
                 Runs the service until SIGTERM or SIGINT (graceful: commits the read in hand, stops within 5 s).
                 SIGHUP reloads the configuration. With no api.url, scans wait in the local spool.
                 """,
-            sources: Option.source, handler: .parsed { try await $0.run($1) }),
+            sources: Option.source, handler: .parsed { try $0.run($1) }),
         Command(
             "scan", synopsis: "scan TEXT", summary: "one read through the pipeline; prints the spool record as JSON",
             usage: ["scan TEXT [--source \(CLI.sourceKinds.joined(separator: "|"))] [--dry-run] [options]"],
@@ -27,7 +27,7 @@ extension CLI {
                 Option("--device", value: "NAME", "the device name to record (default cli)"),
                 Option("--dry-run", "print the exact HTTP request body; spool nothing"),
             ],
-            sources: Option.source, handler: .parsed { try await $0.scan($1) }),
+            sources: Option.source, handler: .parsed { try $0.scan($1) }),
         Command(
             "spool", synopsis: "spool " + SpoolSubcommand.names, summary: "inspect and manage the local spool",
             usage: ["spool <subcommand> [options]"],
@@ -83,7 +83,7 @@ extension CLI {
                 "satellitesVisible", "clockOffset", ...}; null when unknown.
                 """,
             options: [Option("--gpsd", value: "HOST:PORT", "the gpsd to ask", sets: .key("location.gpsd"))],
-            handler: .parsed { try await $0.gps($1) }),
+            handler: .parsed { try $0.gps($1) }),
         Command(
             "scanners", synopsis: "scanners [--json]",
             summary: "barcode scanners (keyboard, HID POS, serial): match reason, open check; --watch",
@@ -142,7 +142,7 @@ extension CLI {
                 Option("--count", value: "N", "taps to wait for (default 1)"),
                 Option("--timeout", value: "S", "seconds to wait for each tap (default 60)"),
             ],
-            handler: .parsed { try await $0.testRead($1) }),
+            handler: .parsed { try $0.testRead($1) }),
         Command(
             "config", synopsis: "config check", summary: "check the configuration as the service would load it",
             usage: ["config check [--config FILE] [options]"],

@@ -27,7 +27,7 @@ struct CLI {
     let logger = Logger.shared
     let environment = ProcessInfo.processInfo.environment
 
-    func main(_ argv: [String]) async -> Int32 {
+    func main(_ argv: [String]) -> Int32 {
         let args = argv.dropFirst()
         guard let name = args.first else {
             print(CLI.mainHelp)
@@ -46,7 +46,7 @@ struct CLI {
                     print(command.help)
                     return 0
                 }
-                return try await handler(self, parsed)
+                return try handler(self, parsed)
             }
         } catch let failure as CommandFailure {
             switch failure {
@@ -102,7 +102,7 @@ struct CLI {
 
     // MARK: run
 
-    func run(_ args: Arguments) async throws -> Int32 {
+    func run(_ args: Arguments) throws -> Int32 {
         guard args.positional.isEmpty else { throw CommandFailure.usage("run takes no arguments") }
         let settings = try settings(args)
         let token = try loadToken(settings)
@@ -114,7 +114,7 @@ struct CLI {
             if let freshToken { Logger.shared.addSecret(freshToken) }
             return (fresh, freshToken)
         }
-        return await BridgeService(settings: settings, token: token, logger: logger, reload: reload).run()
+        return BridgeService(settings: settings, token: token, logger: logger, reload: reload).run()
     }
 
     /// The token (see `TokenSource`); its warnings (a token file others can read) are logged once.
@@ -130,8 +130,8 @@ struct CLI {
 
     /// `scan`'s token. On an installed box an operator often may not read the service's token: a token file
     /// owned by the service user (group plings members), or a systemd credential (configs from 0.1.0) that only
-    /// the unit sees. That is not an error for `scan`: the read is spooled and the running service, which polls
-    /// the spool every 2 s, delivers it. Root reads a token file and makes the one attempt itself. Elsewhere an
+    /// the unit sees. That is not an error for `scan`: the read is spooled and the running service, which notices
+    /// the commit at once, delivers it. Root reads a token file and makes the one attempt itself. Elsewhere an
     /// `api.url` without a token stays a configuration error.
     func scanToken(_ settings: Settings) throws -> String? {
         var lookupConfig = settings.config
@@ -158,7 +158,7 @@ struct CLI {
     /// What `scan --source` records: every registered read source's kind, and `manual`.
     static var sourceKinds: [String] { SourceRegistry.modules.map(\.kind.rawValue) + [SourceKind.manual.rawValue] }
 
-    func scan(_ args: Arguments) async throws -> Int32 {
+    func scan(_ args: Arguments) throws -> Int32 {
         guard args.positional.count == 1 else {
             throw CommandFailure.usage("scan takes exactly one TEXT argument (use '' for an empty read)")
         }
@@ -175,7 +175,7 @@ struct CLI {
         let token = try scanToken(settings)
         if let token { logger.addSecret(token) }
         let scan = OneShotScan(settings: settings, logger: logger)
-        let capture = await scan.capture(
+        let capture = scan.capture(
             args.positional[0], kind: kind, device: args.value("--device") ?? "cli", locationLogger: quietLogger())
         if args.has("--dry-run") {
             switch scan.requestBody(capture) {
@@ -186,7 +186,7 @@ struct CLI {
             return 0
         }
         let spool = try openSpool(settings, create: true)
-        switch await scan.commit(capture, to: spool, token: token) {
+        switch scan.commit(capture, to: spool, token: token) {
         case .accepted(let scan):
             let record = try? spool.record(id: scan.id)
             print((record?.json() ?? .string(scan.id)).encoded())

@@ -8,7 +8,7 @@ extension CLI {
     /// `plings-bridge gps [--json] [--gpsd HOST:PORT]`: asks gpsd once (waiting up to ~2 s for its first
     /// report) and prints the connection, the last fix, satellites and the clock offset. gpsd absent is a
     /// result (connected false), not a failure: exit 0.
-    func gps(_ args: Arguments) async throws -> Int32 {
+    func gps(_ args: Arguments) throws -> Int32 {
         guard args.positional.isEmpty else { throw CommandFailure.usage("gps takes no arguments") }
         let settings = try settings(args)
         let location = settings.config.location
@@ -19,12 +19,12 @@ extension CLI {
         let client = GPSClient(config: location, logger: quietLogger())
         client.start()
         let started = MonotonicClock.now()
-        if await waitFor(client, { $0.waitForFirstReport(timeout: 2) }) {
+        if client.waitForFirstReport(timeout: 2) {
             // gpsd answers ?POLL; at once with its cached fix; a live one (next receiver cycle, <= 1 s at 1 Hz)
             // is what tells the clock offset. Within the same ~2 s budget.
             let left = 2 - (MonotonicClock.now() - started)
             if client.status().mode.map({ $0 >= 2 }) ?? false, left > 0 {
-                _ = await waitFor(client, { $0.waitForLiveFix(timeout: left) })
+                _ = client.waitForLiveFix(timeout: left)
             }
         }
         let status = client.status()
@@ -35,11 +35,6 @@ extension CLI {
             for line in GPSCommandOutput.human(status, gpsd: location.gpsd) { show(line) }
         }
         return 0
-    }
-
-    /// The waits block a thread; keep them off the cooperative pool.
-    private func waitFor(_ client: GPSClient, _ wait: @escaping @Sendable (GPSClient) -> Bool) async -> Bool {
-        await OwnThread.run(name: "gps-wait") { wait(client) }
     }
 }
 

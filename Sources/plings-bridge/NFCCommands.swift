@@ -61,7 +61,7 @@ extension CLI {
 
     // MARK: test-read
 
-    func testRead(_ args: Arguments) async throws -> Int32 {
+    func testRead(_ args: Arguments) throws -> Int32 {
         guard args.positional.isEmpty else { throw CommandFailure.usage("test-read takes no arguments") }
         let count =
             try args.value("--count").map { text -> Int in
@@ -75,7 +75,7 @@ extension CLI {
         if let reader = args.value("--reader") { nfc.readers = [reader] }
 
         // test-read reads and reports; it spools nothing (the submit is a no-op). Taps arrive on the reader's
-        // thread; this command waits for them on a thread of its own, each wait on the monotonic clock.
+        // thread; this command waits for them on the main thread, each wait on the monotonic clock.
         let taps = Monitor([NFCTapEvent]())
         let source = NFCSource(
             config: nfc, hosts: config.hosts, logger: logger, submit: { _ in },
@@ -84,7 +84,7 @@ extension CLI {
         let target = nfc.readers.isEmpty ? "any reader" : nfc.readers.joined(separator: ", ")
         logger.info("test-read: tap \(count) tag(s) on \(target)", [("timeout", "\(timeout)s per tap")])
         let logger = self.logger
-        let (events, timedOut) = await OwnThread.run(name: "test-read") { () -> ([NFCTapEvent], Bool) in
+        let (events, timedOut) = { () -> ([NFCTapEvent], Bool) in
             source.start()
             defer { source.stop() }
             var seen = 0
@@ -100,7 +100,7 @@ extension CLI {
                 }
             }
             return (Array(taps.withLock { $0 }.prefix(count)), false)
-        }
+        }()
 
         let readTimes = events.filter(\.succeeded).map { $0.detectToReadSeconds * 1000 }.sorted()
         let failed = events.filter { !$0.succeeded }.count

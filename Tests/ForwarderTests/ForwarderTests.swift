@@ -168,7 +168,7 @@ struct ForwarderTests {
         #expect(dead.count == 1)
         #expect(dead.first?.lastError?.contains("BAD_USER_INPUT") == true)
         #expect(dead.first?.response?.contains("invalid input") == true)
-        // Revived by another process while `run` is up: picked up within about 2 s.
+        // Revived by another process while `run` is up: noticed at once (the spool watch), delivered.
         try s.api.setMode("ok")
         let retry = try ProcessRunner.run(
             binary, ["spool", "retry", "--dead", "--spool", s.spoolPath], environment: s.environment())
@@ -240,7 +240,7 @@ struct ForwarderTests {
             binary, ["scan", "https://s.plings.io/?t=q&i=B&p=1", "--config", s.config, "--spool", s.spoolPath],
             environment: s.environment())
         #expect(scan.status == 0)
-        // The service looks at the spool every 2 s; then, for 4 s, it has nothing to do but wait.
+        // The service notices the scan at once (the spool watch); then, for 4 s, it has nothing to do but wait.
         _ = bridge.waitForExit(timeout: 2.5)
         let before = bridge.cpuTicks
         _ = bridge.waitForExit(timeout: 4)
@@ -386,7 +386,7 @@ struct ForwarderTests {
             binary, ["scan", "https://s.plings.io/?t=q&i=C&p=1", "--config", live, "--spool", s.spoolPath],
             environment: s.environment())
         #expect(scan.status == 0)
-        // The running bridge notices the new row within its 2 s spool check; with delivery stopped it sends
+        // The running bridge notices the new row at once (the spool watch); with delivery stopped it sends
         // nothing (the stand-in's long-poll waits for a request that must not come).
         #expect(try s.api.requests(min: before + 1, wait: 4).count == before)
         bridge.signal(SIGTERM)

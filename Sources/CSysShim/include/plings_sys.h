@@ -17,4 +17,11 @@ void plings_name_this_thread(const char *name);
 /// wall-clock step neither lengthens nor shortens it.
 void plings_sleep_until(double deadline_seconds);
 
+/// Installs, for each of the `count` signals, a handler that writes the signal's number as one byte to `fd` (the
+/// write end of a non-blocking pipe) and does nothing else: write(2) is async-signal-safe and errno is kept.
+/// SA_RESTART, so no other thread's call sees EINTR. Whichever thread the kernel picks runs it, so no signal mask
+/// has to be set before the first thread starts (signalfd would need that). The signals are unblocked on the
+/// calling thread (a parent may have started us with them blocked). 0, or -1 with errno.
+int plings_signals_to_pipe(int fd, const int *signals, int count);
+
 #endif
