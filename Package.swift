@@ -96,7 +96,8 @@ let package = Package(
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         // Test support: process runners and rig launchers (never linked into the product).
         .target(
-            name: "BridgeTestSupport", dependencies: ["BridgeCore", "Platform"], path: "Sources/BridgeTestSupport"),
+            name: "BridgeTestSupport", dependencies: ["BridgeCore", "CSysShim", "Platform"],
+            path: "Sources/BridgeTestSupport"),
         .testTarget(
             name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite", "Platform"]),
         .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport", "CGPSShim"]),
@@ -120,8 +121,11 @@ let package = Package(
         .testTarget(name: "SerialTests", dependencies: ["Serial", "BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(name: "HIDPOSTests", dependencies: ["HIDPOS", "BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
-            name: "ForwarderTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Spool"]),
-        .testTarget(name: "MQTTTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Spool"]),
+            name: "ForwarderTests",
+            dependencies: ["BridgeCore", "BridgeTestSupport", "Forwarder", "Logging", "Platform", "Spool"]),
+        .testTarget(
+            name: "MQTTTests",
+            dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "MQTT", "Platform", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
             name: "HIDTests",

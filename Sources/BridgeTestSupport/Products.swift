@@ -56,18 +56,14 @@ public struct ProcessResult: Sendable {
 /// A child with its three standard streams piped, set up the same way for `ProcessRunner` and
 /// `RunningProcess` (which differ only in how they read the output: to EOF, or line by line while running).
 struct PipedChild {
-    let process = Process()
+    let process: ChildProcess
     let stdin = Pipe()
     let stdout = Pipe()
     let stderr = Pipe()
 
     init(_ executable: String, _ arguments: [String], environment: [String: String]?) {
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        if let environment { process.environment = environment }
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
+        process = ChildProcess(
+            executable, arguments, environment: environment, stdin: stdin, stdout: stdout, stderr: stderr)
     }
 }
 
@@ -131,9 +127,7 @@ public final class RunningProcess: Sendable {
         var terminated = false
     }
 
-    // `Process` is not Sendable; it is set up in `init` and afterwards only asked for its pid, status and
-    // `isRunning`, and told to terminate, which Foundation guards itself.
-    public nonisolated(unsafe) let process: Process
+    public let process: ChildProcess
     private let output = Monitor(Output())
     private let input: Pipe
 
@@ -245,20 +239,23 @@ public final class RunningProcess: Sendable {
         return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
     }
 
-    /// Context switches of all the child's threads so far (voluntary and not, from /proc/PID/task/*/status): each
-    /// is a wake-up of a thread, so their count over an idle minute says how often the process is woken.
-    public var contextSwitches: Int {
+    /// Context switches of each of the child's threads so far (voluntary and not, from /proc/PID/task/*/status), by
+    /// thread id: each is a wake-up of a thread, so their growth over an idle minute says how often the process is
+    /// woken. Compare per thread: a thread that ends takes its count with it.
+    public var contextSwitchesByThread: [Int: Int] {
         let pid = process.processIdentifier
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
-        return tasks.reduce(0) { total, task in
+        var counts: [Int: Int] = [:]
+        for task in tasks {
+            guard let tid = Int(task) else { continue }
             let status = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/status", encoding: .utf8)) ?? ""
-            return total
-                + status.split(separator: "\n").reduce(0) { sum, line in
-                    guard line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:")
-                    else { return sum }
-                    return sum + (Int(line.split(separator: "\t").last ?? "") ?? 0)
-                }
+            counts[tid] = status.split(separator: "\n").reduce(0) { sum, line in
+                guard line.hasPrefix("voluntary_ctxt_switches:") || line.hasPrefix("nonvoluntary_ctxt_switches:")
+                else { return sum }
+                return sum + (Int(line.split(separator: "\t").last ?? "") ?? 0)
+            }
         }
+        return counts
     }
 
     /// Signals the child's own children (e.g. the bridge that `umockdev-run` started: it does not forward

@@ -66,3 +66,7 @@ int plings_signals_to_pipe(int fd, const int *signals, int count) {
     // reach the handler; threads started from here on inherit that.
     return pthread_sigmask(SIG_UNBLOCK, &wanted, NULL) == 0 ? 0 : -1;
 }
+
+int plings_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
+    return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
+}

@@ -36,7 +36,7 @@ struct DayTwoTests {
     @Test func aRefusedReloadFailsLoudlyAndTheServiceKeepsItsConfiguration() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        let notify = try OpsTests.NotifySocket(path: dir.file("notify"))
+        let notify = try NotifySocket(path: dir.file("notify"))
         let env = environment(dir, ["NOTIFY_SOCKET": notify.path])
         let config = dir.file("config.json")
         let gate = #""location": {"gpsd": "", "fixed": {"latitude": 59.3293, "longitude": 18.0686, "accuracy": 5}}"#

@@ -1,6 +1,8 @@
 #ifndef PLINGS_SYS_H
 #define PLINGS_SYS_H
 
+#include <spawn.h>
+
 /// 1 when the kernel says the clock is not synchronised (ntp_adjtime returns TIME_ERROR), 0 when it is,
 /// -1 when the call failed. <sys/timex.h> is not part of Swift's Glibc module, hence this shim.
 int plings_clock_unsynchronized(void);
@@ -23,5 +25,9 @@ void plings_sleep_until(double deadline_seconds);
 /// has to be set before the first thread starts (signalfd would need that). The signals are unblocked on the
 /// calling thread (a parent may have started us with them blocked). 0, or -1 with errno.
 int plings_signals_to_pipe(int fd, const int *signals, int count);
+
+/// posix_spawn_file_actions_addclosefrom_np (glibc 2.34): the child closes every descriptor from `lowest` up.
+/// Swift's Glibc module does not import it (_GNU_SOURCE). 0, or an error number.
+int plings_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest);
 
 #endif
