@@ -65,10 +65,12 @@ public final class BridgeService: Sendable {
         // wake-up) follow at once, so nothing looks at them periodically. Bound once the sinks exist.
         let changeWake = Mutex<(@Sendable () -> Void)?>(nil)
         let stateChanged: @Sendable () -> Void = { changeWake.withLock { $0 }?() }
+        let deliveredWake = Mutex<(@Sendable () -> Void)?>(nil)
         let sinkContext = SinkContext(
             spool: spool, logger: logger, configuration: SinkConfiguration(config: config, apiToken: token),
             deviceStatus: { sink in sinkView.withLock { $0 }?.deviceStatus(sink) ?? .null },
-            status: { sinkView.withLock { $0 }?.status() ?? .null }, stateChanged: stateChanged)
+            status: { sinkView.withLock { $0 }?.status() ?? .null }, stateChanged: stateChanged,
+            delivered: { deliveredWake.withLock { $0 }?() })
         let sinks = SinkRegistry.modules.map { (key: $0.statusKey, sink: $0.make(sinkContext)) }
         // Scans other processes commit (`scan`, `spool retry`) wake the sinks, without a periodic look.
         let spoolWatch = SpoolChangeWatch(spool: spool) { for (_, sink) in sinks { sink.wake() } }
@@ -92,6 +94,7 @@ public final class BridgeService: Sendable {
             fixAge: { location.client.map { $0.status().fixAge ?? .infinity } }, location: { location.snapshot() },
             configuration: { configuration.withLock { $0.json } }, logger: logger)
         statusWake.withLock { $0 = { reporter.wake() } }
+        deliveredWake.withLock { $0 = { reporter.wakeSoon() } }
         changeWake.withLock {
             $0 = {
                 reporter.wake()

@@ -106,6 +106,10 @@ public final class StatusReporter: Service {
     /// Asks for a refresh as soon as the current one ends (after a commit: `status` shows the read at once).
     public func wake() { thread.withLock { $0 }?.wake() }
 
+    /// Asks for a refresh within a second (a sink delivered: the counts changed); a drain's deliveries cost one
+    /// refresh a second, not one each.
+    public func wakeSoon() { thread.withLock { $0 }?.wake(within: 1) }
+
     /// One round: the snapshot when it changed, the metrics when they are due. Synchronous: when it returns, the
     /// status file says what the service is now (a reload waits for that).
     public func refresh() {

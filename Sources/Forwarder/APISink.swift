@@ -13,7 +13,7 @@ extension ScanSinkModule {
         make: {
             APISink(
                 spool: $0.spool, settings: APISettings($0.configuration), logger: $0.logger,
-                healthChanged: $0.stateChanged)
+                healthChanged: $0.stateChanged, delivered: $0.delivered)
         },
         doctor: { APIDoctor.checks($0) })
 }
@@ -40,14 +40,26 @@ final class APISink: ScanSink {
     private let current: Mutex<Forwarder?>
     private let running = Mutex(false)
     private let healthChanged: @Sendable () -> Void
+    private let delivered: @Sendable () -> Void
 
     /// `settings` nil: no API yet. Nothing starts before `start()`.
-    init(spool: Spool, settings: APISettings?, logger: Logger, healthChanged: @escaping @Sendable () -> Void) {
+    init(
+        spool: Spool, settings: APISettings?, logger: Logger, healthChanged: @escaping @Sendable () -> Void,
+        delivered: @escaping @Sendable () -> Void
+    ) {
         self.spool = spool
         self.logger = logger
         self.healthChanged = healthChanged
+        self.delivered = delivered
         current = Mutex(
-            settings.map { Forwarder(spool: spool, settings: $0, logger: logger, healthChanged: healthChanged) })
+            settings.map {
+                Forwarder(
+                    spool: spool, settings: $0, logger: logger, healthChanged: healthChanged, delivered: delivered)
+            })
+    }
+
+    private func makeForwarder(_ settings: APISettings) -> Forwarder {
+        Forwarder(spool: spool, settings: settings, logger: logger, healthChanged: healthChanged, delivered: delivered)
     }
 
     /// The running forwarder, if any.
@@ -79,7 +91,7 @@ final class APISink: ScanSink {
         case (nil, nil):
             break
         case (nil, let settings?):
-            let started = Forwarder(spool: spool, settings: settings, logger: logger, healthChanged: healthChanged)
+            let started = makeForwarder(settings)
             current.withLock { $0 = started }
             started.start()
             logger.info("delivery started: scans go to the API", [("url", settings.url)])
@@ -91,7 +103,7 @@ final class APISink: ScanSink {
             // The worker threads are made at start: a new concurrency needs a new forwarder. Claimed scans are
             // released by the old one's stop, so the new one takes them at once.
             running.stop(deadline: MonotonicClock.deadline(after: 3))
-            let started = Forwarder(spool: spool, settings: settings, logger: logger, healthChanged: healthChanged)
+            let started = makeForwarder(settings)
             current.withLock { $0 = started }
             started.start()
             logger.info("delivery restarted with the new api.concurrency", [("concurrency", "\(settings.concurrency)")])

@@ -40,6 +40,8 @@ public final class Forwarder: Service {
     private let logger: Logger
     /// Told after health changed (failing, resumed, paused), outside the lock: `status` follows at once.
     private let healthChanged: @Sendable () -> Void
+    /// Told after an outcome was recorded in the spool (its counts changed).
+    private let delivered: @Sendable () -> Void
     static let backoff = Backoff(base: 1, cap: 300)
     /// The wait after the spool refused our bookkeeping (a full disk): 1 s doubling to 30 s.
     static let spoolBackoff = Backoff(base: 0.5, cap: 30)
@@ -58,8 +60,10 @@ public final class Forwarder: Service {
     }
 
     public init(
-        spool: Spool, settings: APISettings, logger: Logger, healthChanged: @escaping @Sendable () -> Void = {}
+        spool: Spool, settings: APISettings, logger: Logger, healthChanged: @escaping @Sendable () -> Void = {},
+        delivered: @escaping @Sendable () -> Void = {}
     ) {
+        self.delivered = delivered
         self.spool = spool
         self.state = Monitor(State(settings: settings))
         self.logger = logger
@@ -212,8 +216,13 @@ public final class Forwarder: Service {
                 // A wake-up counts only once there is room to claim: with none (the backoff, every worker busy)
                 // it stays set, and waiting on it alone would return at once, again and again. Room comes from a
                 // worker finishing (which updates the state and so re-checks this) or the backoff's end (`until`).
+                // A wake-up that brought an earlier end of the backoff (a worker's failure, just recorded) ends
+                // this wait too, so the next one is set to it: nothing else would end a wait with no deadline.
                 state.wait(until: until) { s in
-                    s.stopping || (s.wakeRequested && Forwarder.capacity(s, now: MonotonicClock.now()) > 0)
+                    s.stopping
+                        || (s.wakeRequested
+                            && (Forwarder.capacity(s, now: MonotonicClock.now()) > 0
+                                || (s.health.notBefore ?? .infinity) < until))
                 }
             }
         }
@@ -267,6 +276,17 @@ public final class Forwarder: Service {
                 return retryAt.time
             }
             if changed { healthChanged() }
+            delivered()
+            // Paused (a refused token, a redirect): the scans claimed but not yet sent stay unsent, for nothing may
+            // go out during a pause (docs/contracts.md, "Outcomes"); they are released for the probe after it.
+            let unsent = state.withLock { s -> [String] in
+                guard s.health.isPaused else { return [] }
+                let ids = s.jobs.map(\.record.id)
+                s.jobs.removeAll()
+                for id in ids { s.inFlight.removeValue(forKey: id) }
+                return ids
+            }
+            for id in unsent { try? spool.release(id: id) }
             // Recorded first, then the identifier is freed: the next scan of it is claimed only once this one's
             // outcome is durable.
             let except = state.withLock { s in

@@ -93,13 +93,16 @@ public final class MQTTSink: Sendable {
     private let status: @Sendable () -> JSONValue
     /// Told after health changed (connected, failing, paused), outside the monitor: `status` follows at once.
     private let healthChanged: @Sendable () -> Void
+    /// Told after acknowledged scans were recorded in the spool (its counts changed).
+    private let delivered: @Sendable () -> Void
 
     /// - Parameter status: the health fields of the retained status message (`online` is added here).
     public init(
         spool: Spool, settings: MQTTSettings, logger: Logger, status: @escaping @Sendable () -> JSONValue,
-        healthChanged: @escaping @Sendable () -> Void = {}
+        healthChanged: @escaping @Sendable () -> Void = {}, delivered: @escaping @Sendable () -> Void = {}
     ) {
         self.healthChanged = healthChanged
+        self.delivered = delivered
         self.spool = spool
         self.settings = settings
         self.logger = logger
@@ -422,6 +425,7 @@ public final class MQTTSink: Sendable {
             case .record(let seqs):
                 do {
                     try spool.markSinkDelivered(MQTTSink.sinkName, seqs: seqs, now: now)
+                    delivered()
                     if recordFailing {
                         recordFailing = false
                         logger.info("mqtt: acknowledged scans are recorded again")

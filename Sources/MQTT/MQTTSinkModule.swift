@@ -12,7 +12,8 @@ extension ScanSinkModule {
         make: { context in
             MQTTSinkSlot(
                 spool: context.spool, config: context.configuration.config, logger: context.logger,
-                status: { context.deviceStatus(for: MQTTSink.sinkName) }, healthChanged: context.stateChanged)
+                status: { context.deviceStatus(for: MQTTSink.sinkName) }, healthChanged: context.stateChanged,
+                delivered: context.delivered)
         },
         doctor: { [MQTTDoctor.check($0)] })
 }
@@ -28,13 +29,15 @@ final class MQTTSinkSlot: ScanSink {
     /// The device's status fields of the retained `<base>/status` message besides `online`.
     private let status: @Sendable () -> JSONValue
     private let healthChanged: @Sendable () -> Void
+    private let delivered: @Sendable () -> Void
 
     /// Nothing starts before `start()`.
     init(
         spool: Spool, config: BridgeConfig, logger: Logger, status: @escaping @Sendable () -> JSONValue,
-        healthChanged: @escaping @Sendable () -> Void = {}
+        healthChanged: @escaping @Sendable () -> Void = {}, delivered: @escaping @Sendable () -> Void = {}
     ) {
         self.healthChanged = healthChanged
+        self.delivered = delivered
         self.spool = spool
         self.logger = logger
         self.status = status
@@ -90,7 +93,8 @@ final class MQTTSinkSlot: ScanSink {
             return
         }
         let fresh = MQTTSink(
-            spool: spool, settings: settings, logger: logger, status: status, healthChanged: healthChanged)
+            spool: spool, settings: settings, logger: logger, status: status, healthChanged: healthChanged,
+            delivered: delivered)
         do {
             try fresh.start()
             sink.withLock { $0 = fresh }

@@ -58,7 +58,15 @@ public final class PeriodicThread: Service {
     public let name: String
     private let interval: Double
     private let body: @Sendable () -> Void
-    private let state = Monitor((stopping: false, running: false, woken: false))
+    private struct State {
+        var stopping = false
+        var running = false
+        var woken = false
+        /// When the last round ended, and when the next must start at the latest (`wake(within:)`).
+        var lastEnd = -Double.infinity
+        var due = Double.infinity
+    }
+    private let state = Monitor(State())
 
     public init(name: String, interval: Double, body: @escaping @Sendable () -> Void) {
         self.name = name
@@ -72,12 +80,27 @@ public final class PeriodicThread: Service {
             while true {
                 body()
                 var stopping = false
-                state.wait(until: MonotonicClock.deadline(after: interval)) { state in
+                let until = state.update { s -> Double in
+                    s.lastEnd = MonotonicClock.now()
+                    return min(s.lastEnd + interval, s.due)
+                }
+                state.wait(until: until) { state in
                     stopping = state.stopping
-                    defer { state.woken = false }
-                    return state.stopping || state.woken
+                    return state.stopping || state.woken || state.due < until
                 }
                 if stopping { break }
+                // Whatever woke it (the period, a wake, a due round), this round serves them all.
+                let wait = state.update { s -> Double in
+                    s.woken = false
+                    defer { s.due = .infinity }
+                    return s.due < until ? s.due - MonotonicClock.now() : 0
+                }
+                // An earlier `due` arrived during the wait: wait for it (or a stop), then run.
+                if wait > 0 {
+                    state.wait(until: MonotonicClock.deadline(after: wait)) { $0.stopping || $0.woken }
+                    if state.withLock({ $0.stopping }) { break }
+                    state.update { $0.woken = false }
+                }
             }
             state.update { $0.running = false }
         }
@@ -94,5 +117,14 @@ public final class PeriodicThread: Service {
     /// arrive during one round fold into one more round, so a burst costs at most one extra run.
     public func wake() {
         state.update { $0.woken = true }
+    }
+
+    /// Runs `body` once more within `gap` seconds of the last round's end: at once if that was longer ago. Many such
+    /// wakes in a burst (every delivery of a drain) cost one round per `gap`.
+    public func wake(within gap: Double) {
+        state.update { s in
+            let at = s.lastEnd + gap
+            if at <= MonotonicClock.now() { s.woken = true } else { s.due = min(s.due, at) }
+        }
     }
 }

@@ -45,15 +45,20 @@ public struct SinkContext: Sendable {
     private let status: @Sendable () -> JSONValue
     /// Called by the sink after its health changed (failing, resumed, paused): `status` follows at once.
     public let stateChanged: @Sendable () -> Void
+    /// Called by the sink after it recorded deliveries (the spool's counts changed): `status` follows within a
+    /// second, once per second during a drain.
+    public let delivered: @Sendable () -> Void
 
     /// `deviceStatus` and `status` may answer `.null` until the rest of the service is built (the sinks start
     /// first); they never block for long (a few spool reads).
     public init(
         spool: Spool, logger: Logger, configuration: SinkConfiguration,
         deviceStatus: @escaping @Sendable (_ sink: String) -> JSONValue,
-        status: @escaping @Sendable () -> JSONValue, stateChanged: @escaping @Sendable () -> Void = {}
+        status: @escaping @Sendable () -> JSONValue, stateChanged: @escaping @Sendable () -> Void = {},
+        delivered: @escaping @Sendable () -> Void = {}
     ) {
         self.stateChanged = stateChanged
+        self.delivered = delivered
         self.spool = spool
         self.logger = logger
         self.configuration = configuration

@@ -1,0 +1,59 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Logging
+import MQTT
+import Platform
+import Spool
+import Testing
+
+/// The MQTT sink in this process against a real Mosquitto: its health (the `SinkHealth` every sink shares) goes
+/// from starting to publishing on the broker's CONNACK, to failing when the broker goes away, and back; each
+/// change is told once, and what was queued meanwhile is published.
+@Suite(.serialized)
+struct MQTTSinkInProcessTests {
+    @Test func healthFollowsTheBrokerAndEachChangeIsToldOnce() throws {
+        let broker = try MosquittoRig()
+        let dir = TemporaryDirectory("mqtt-inproc")
+        defer {
+            broker.kill()
+            dir.remove()
+        }
+        let spool = try Spool(path: dir.file("spool.sqlite"))
+        let settings = MQTTSettings(
+            host: "127.0.0.1", port: broker.port, tls: false, caFile: nil, certFile: nil, keyFile: nil, username: nil,
+            password: nil, topicBase: "plings/test/inproc", deviceID: "inproc", keepalive: 10, maxInflight: 10)
+        let changes = Monitor(0)
+        let sink = MQTTSink(
+            spool: spool, settings: settings, logger: Logger(minimum: .error), status: { .object([]) },
+            healthChanged: { changes.update { $0 += 1 } })
+        #expect(sink.currentHealth == .starting)
+        try sink.start()
+        defer { sink.stop(timeout: 2) }
+        #expect(changes.wait(until: MonotonicClock.deadline(after: 10)) { $0 >= 1 })
+        #expect(sink.currentHealth == .healthy)
+
+        broker.kill()
+        #expect(changes.wait(until: MonotonicClock.deadline(after: 10)) { $0 >= 2 })
+        guard case .failing(let reason, _) = sink.currentHealth else {
+            Issue.record("not failing: \(sink.currentHealth)")
+            return
+        }
+        #expect(!reason.isEmpty)
+        // Committed while the broker is away: queued for the sink, published once it is back.
+        let read = Read(
+            sourceKind: .manual, device: "t", raw: "https://s.plings.io/?t=q&i=Mq&p=1", time: Date())
+        try spool.insert([ScanBuilder(parser: PlingsURLParser()).build(read, fix: nil)])
+        sink.wake()
+        try broker.start()
+        #expect(changes.wait(until: MonotonicClock.deadline(after: 40)) { $0 >= 3 })
+        #expect(sink.currentHealth == .healthy)
+        let published = MonotonicClock.deadline(after: 10)
+        while MonotonicClock.now() < published, sink.currentStats.acknowledged < 1 {
+            MonotonicClock.sleep(seconds: 0.02)
+        }
+        #expect(sink.currentStats.acknowledged == 1)
+        // Failing is one change however many reconnects failed; so is its end.
+        #expect(changes.withLock { $0 } == 3)
+    }
+}
