@@ -48,19 +48,6 @@ public final class OwnThread: Sendable {
         pthread_join(thread, nil)
     }
 
-    /// Runs `body` on a thread of its own and returns its result, suspending the calling task (not blocking a
-    /// pool thread) meanwhile; the thread is joined before this returns.
-    public static func run<Result: Sendable>(
-        name: String, _ body: @escaping @Sendable () -> Result
-    ) async -> Result {
-        let box = Mutex<OwnThread?>(nil)
-        let result = await withCheckedContinuation { (continuation: CheckedContinuation<Result, Never>) in
-            box.withLock { $0 = OwnThread(name: name) { continuation.resume(returning: body()) } }
-        }
-        box.withLock { $0 }?.join()
-        return result
-    }
-
     /// Runs each body on its own thread at once and returns when all have returned (independent parts that stop
     /// together against one deadline).
     public static func together(name: String, _ bodies: [@Sendable () -> Void]) {

@@ -25,7 +25,7 @@ public final class ServiceGroup: Sendable {
     /// `layers`, first to last; within a layer, services that neither feed nor wait for each other.
     public init(layers: [[any Service]]) { self.layers = layers.filter { !$0.isEmpty } }
 
-    /// Starts every service, first to last. Blocking: call it from a thread of its own (`OwnThread.run`).
+    /// Starts every service, first to last. Blocking: call it from the main thread or a thread of its own.
     public func start() {
         for layer in layers {
             for service in layer { service.start() }

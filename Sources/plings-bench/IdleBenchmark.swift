@@ -105,13 +105,14 @@ enum IdleBenchmark {
             return -1
         }
         MonotonicClock.sleep(seconds: state.warmup)
-        let before = process.contextSwitches
+        let before = process.contextSwitchesByThread
         MonotonicClock.sleep(seconds: seconds)
-        return max(0, process.contextSwitches - before)
+        // Per thread: a thread that ended meanwhile (libdispatch retires idle workers) takes its count with it.
+        return process.contextSwitchesByThread.reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }
     }
 
-    /// From the exit of a `scan` in another process (no API of its own: it only spools) to the running service's
-    /// delivery, seen in the spool. The old service looked at the spool every 2 s: 1 s on average.
+    /// From a read by `scan` in another process (no API of its own: it only spools) to the running service's
+    /// delivery, as the spool records both. The old service looked at the spool every 2 s: 1 s on average.
     static func pickupLatency(bridge: String, config: String, dir: String, label: String) -> (
         median: Double, samples: Int
     ) {
@@ -130,22 +131,30 @@ enum IdleBenchmark {
         FileManager.default.createFile(atPath: empty, contents: Data("{}".utf8))
         var latencies: [Double] = []
         for n in 0..<20 {
-            let url = "https://s.plings.io/?t=q&i=4kyQCd5tMDjJVW\(n % 10)&p=9.\(n)"
+            // Base58 identifiers (no 0, O, I, l): ten of them, two scans each.
+            let url = "https://s.plings.io/?t=q&i=4kyQCd5tMDjJVW\(Array("123456789A")[n % 10])&p=9.\(n + 1)"
             guard
                 let scan = try? ProcessRunner.run(
                     bridge, ["scan", url, "--config", empty, "--spool", spoolPath, "--no-location"]),
                 scan.status == 0,
                 let id = try? JSONParser.parse(scan.stdout.trimmingASCIIWhitespace())["id"]?.stringValue
-            else { continue }
-            let spooled = MonotonicClock.now()
-            let deadline = spooled + 5
-            while MonotonicClock.now() < deadline {
-                if (try? spool.record(id: id))?.state == .delivered {
-                    latencies.append(MonotonicClock.now() - spooled)
-                    break
-                }
-                MonotonicClock.sleep(seconds: 0.001)
+            else {
+                print("idle: a scan was not spooled (\(label))")
+                continue
             }
+            // The read's time (taken by `scan` before its commit) to the delivery the service recorded: both wall
+            // clock, on this machine.
+            let deadline = MonotonicClock.deadline(after: 5)
+            var record = try? spool.record(id: id)
+            while MonotonicClock.now() < deadline, record?.state != .delivered {
+                MonotonicClock.sleep(seconds: 0.005)
+                record = try? spool.record(id: id)
+            }
+            guard let record, record.state == .delivered, let sent = record.deliveredAt else {
+                print("idle: scan \(id) not delivered within 5 s (\(label)): \(record?.state.rawValue ?? "gone")")
+                continue
+            }
+            latencies.append(sent.timeIntervalSince(record.createdAt))
         }
         latencies.sort()
         return (latencies.isEmpty ? .nan : latencies[latencies.count / 2], latencies.count)

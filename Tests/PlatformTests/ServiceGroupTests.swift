@@ -59,18 +59,17 @@ struct ServiceGroupTests {
         #expect(journal.withLock { $0 }.contains("slow alone"))
     }
 
-    @Test func ownThreadRunsOffTheCallerAndIsJoined() async {
+    @Test func ownThreadRunsOffTheCallerAndIsJoined() {
         let seen = Mutex<[String]>([])
-        let result = await OwnThread.run(name: "probe") { () -> Int in
+        let thread = OwnThread(name: "probe") {
             var name = [CChar](repeating: 0, count: 32)
             if let file = fopen("/proc/thread-self/comm", "r") {
                 _ = fgets(&name, Int32(name.count), file)
                 fclose(file)
             }
             seen.withLock { $0.append(String(cString: name).trimmingNewline) }
-            return 42
         }
-        #expect(result == 42)
+        thread.join()
         // The kernel keeps the name it was given: the thread is ours, not one of the cooperative pool's.
         #expect(seen.withLock { $0 } == ["probe"])
     }
