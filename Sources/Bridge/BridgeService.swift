@@ -55,22 +55,22 @@ public final class BridgeService: Sendable {
             return 1
         }
         let location = LocationSlot(config: config, logger: logger)
-        // Wakes the status reporter after a commit (`status` shows the read at once); set once the reporter exists.
-        let statusWake = Mutex<(@Sendable () -> Void)?>(nil)
         // The sinks are made first (the pipeline wakes them after each commit); what they ask of the rest of the
-        // service (the device's status for MQTT, the whole status) is bound once the rest exists, before any
-        // starts.
-        let sinkView = Mutex<SinkView?>(nil)
+        // service (the device's status for MQTT, the whole status, the status reporter's wake-ups) is bound here
+        // once the rest exists, before any part starts.
+        let bound = Mutex<(view: SinkView?, reporter: StatusReporter?, sinks: [any ScanSink])>((nil, nil, []))
         // A source's devices or a sink's health changed: the status file and the MQTT status message (the sinks'
-        // wake-up) follow at once, so nothing looks at them periodically. Bound once the sinks exist.
-        let changeWake = Mutex<(@Sendable () -> Void)?>(nil)
-        let stateChanged: @Sendable () -> Void = { changeWake.withLock { $0 }?() }
-        let deliveredWake = Mutex<(@Sendable () -> Void)?>(nil)
+        // wake-up) follow at once, so nothing looks at them periodically.
+        let stateChanged: @Sendable () -> Void = {
+            let (reporter, sinks) = bound.withLock { ($0.reporter, $0.sinks) }
+            reporter?.wake()
+            for sink in sinks { sink.wake() }
+        }
         let sinkContext = SinkContext(
             spool: spool, logger: logger, configuration: SinkConfiguration(config: config, apiToken: token),
-            deviceStatus: { sink in sinkView.withLock { $0 }?.deviceStatus(sink) ?? .null },
-            status: { sinkView.withLock { $0 }?.status() ?? .null }, stateChanged: stateChanged,
-            delivered: { deliveredWake.withLock { $0 }?() })
+            deviceStatus: { sink in bound.withLock { $0.view }?.deviceStatus(sink) ?? .null },
+            status: { bound.withLock { $0.view }?.status() ?? .null }, stateChanged: stateChanged,
+            delivered: { bound.withLock { $0.reporter }?.wakeSoon() })
         let sinks = SinkRegistry.modules.map { (key: $0.statusKey, sink: $0.make(sinkContext)) }
         // Scans other processes commit (`scan`, `spool retry`) wake the sinks, without a periodic look.
         let spoolWatch = SpoolChangeWatch(spool: spool) { for (_, sink) in sinks { sink.wake() } }
@@ -79,7 +79,7 @@ public final class BridgeService: Sendable {
             fixProvider: location, debounce: SourceSet.debounceWindows(config), logger: logger,
             onCommitted: { _ in
                 for (_, sink) in sinks { sink.wake() }
-                statusWake.withLock { $0 }?()
+                bound.withLock { $0.reporter }?.wake()
             }, timeSource: { location.readTime(now: $0) })
         let sources = SourceSet(
             config: config, logger: logger, commit: { pipeline.commit($0, then: $1) }, stateChanged: stateChanged)
@@ -93,16 +93,10 @@ public final class BridgeService: Sendable {
             pipeline: pipeline, sinks: sinks, sources: sources.reporterSources,
             fixAge: { location.client.map { $0.status().fixAge ?? .infinity } }, location: { location.snapshot() },
             configuration: { configuration.withLock { $0.json } }, logger: logger)
-        statusWake.withLock { $0 = { reporter.wake() } }
-        deliveredWake.withLock { $0 = { reporter.wakeSoon() } }
-        changeWake.withLock {
-            $0 = {
-                reporter.wake()
-                for (_, sink) in sinks { sink.wake() }
-            }
-        }
-        sinkView.withLock {
-            $0 = SinkView(
+        bound.withLock {
+            $0.reporter = reporter
+            $0.sinks = sinks.map(\.sink)
+            $0.view = SinkView(
                 deviceStatus: { sink in
                     BridgeService.deviceStatus(
                         spool: spool, sink: sink, pipeline: pipeline, sources: reporterSources, gps: location.client,
@@ -147,9 +141,9 @@ public final class BridgeService: Sendable {
         systemd.notify("STOPPING=1")
         let deadline = MonotonicClock.deadline(after: BridgeService.stopBudget)
         watchdog?.stop(deadline: deadline)
-        let late = group.stop(deadline: deadline)
-        if !late.isEmpty {
-            logger.warn("stop deadline passed; exiting anyway", [("late", late.joined(separator: ","))])
+        let overdue = group.stop(deadline: deadline)
+        if !overdue.isEmpty {
+            logger.warn("stop deadline passed; exiting anyway", [("late", overdue.joined(separator: ","))])
         }
         logger.info("stopped")
         return 0

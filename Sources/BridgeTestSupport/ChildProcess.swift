@@ -90,7 +90,8 @@ public final class ChildProcess: Sendable {
             $0.pid = child
             $0.running = true
         }
-        _ = OwnThread(name: "reap-\(child)") { [self] in
+        // Detached (Foundation's `Thread`): nobody joins a reaper, it ends with its child.
+        let reaper = Thread { [self] in
             var status: Int32 = 0
             while waitpid(child, &status, 0) == -1 && errno == EINTR {}
             // WIFEXITED / WEXITSTATUS / WTERMSIG, which Swift does not import (they are macros).
@@ -102,5 +103,7 @@ public final class ChildProcess: Sendable {
             }
             handler?(self)
         }
+        reaper.name = "reap-\(child)"
+        reaper.start()
     }
 }
