@@ -16,6 +16,8 @@ struct ForwarderInProcessTests {
         let dir: TemporaryDirectory
         let spool: Spool
         let changes = Monitor(0)
+        /// Outcomes recorded in the spool, as the forwarder tells them (`delivered`).
+        let recorded = Monitor(0)
 
         init(scans identifiers: [String]) throws {
             api = try APIStandIn()
@@ -37,13 +39,25 @@ struct ForwarderInProcessTests {
         }
 
         func forwarder() -> Forwarder {
-            let changes = self.changes
+            let (changes, recorded) = (self.changes, self.recorded)
             return Forwarder(
                 spool: spool, settings: settings(), logger: Logger(minimum: .error),
-                healthChanged: { changes.update { $0 += 1 } })
+                healthChanged: { changes.update { $0 += 1 } }, delivered: { recorded.update { $0 += 1 } })
         }
 
         func delivered() throws -> Int { try spool.stats().counts[.delivered] ?? 0 }
+
+        /// Waits (bounded) until `count` scans are delivered, looking each time the forwarder recorded an outcome.
+        func awaitDelivered(_ count: Int, timeout: Double) -> Bool {
+            let deadline = MonotonicClock.deadline(after: timeout)
+            var seen = 0
+            while (try? delivered()) != count {
+                let last = seen
+                guard recorded.wait(until: deadline, for: { $0 > last }) else { return (try? delivered()) == count }
+                seen = recorded.withLock { $0 }
+            }
+            return true
+        }
 
         func teardown() {
             api.stop()
@@ -60,7 +74,7 @@ struct ForwarderInProcessTests {
         forwarder.start()
         defer { forwarder.stop(timeout: 3) }
         #expect(rig.changes.wait(until: MonotonicClock.deadline(after: 10)) { $0 >= 2 })
-        #expect(waitUntil(timeout: 10) { (try? rig.delivered()) == 3 })
+        #expect(rig.awaitDelivered(3, timeout: 10))
         #expect(forwarder.currentHealth == .healthy)
         #expect(rig.changes.withLock { $0 } == 2)
         let stats = forwarder.currentStats
@@ -87,17 +101,7 @@ struct ForwarderInProcessTests {
         try rig.api.setMode("ok")
         forwarder.reload(settings: rig.settings())
         #expect(rig.changes.withLock { $0 } == 2)
-        #expect(waitUntil(timeout: 10) { (try? rig.delivered()) == 2 })
+        #expect(rig.awaitDelivered(2, timeout: 10))
         #expect(forwarder.currentHealth == .healthy)
-    }
-
-    /// Waits on the monotonic clock, looking every 20 ms (the spool is another thread's to write).
-    func waitUntil(timeout: Double, _ condition: () -> Bool) -> Bool {
-        let deadline = MonotonicClock.deadline(after: timeout)
-        while MonotonicClock.now() < deadline {
-            if condition() { return true }
-            MonotonicClock.sleep(seconds: 0.02)
-        }
-        return condition()
     }
 }

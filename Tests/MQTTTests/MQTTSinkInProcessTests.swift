@@ -24,9 +24,10 @@ struct MQTTSinkInProcessTests {
             host: "127.0.0.1", port: broker.port, tls: false, caFile: nil, certFile: nil, keyFile: nil, username: nil,
             password: nil, topicBase: "plings/test/inproc", deviceID: "inproc", keepalive: 10, maxInflight: 10)
         let changes = Monitor(0)
+        let recorded = Monitor(0)
         let sink = MQTTSink(
             spool: spool, settings: settings, logger: Logger(minimum: .error), status: { .object([]) },
-            healthChanged: { changes.update { $0 += 1 } })
+            healthChanged: { changes.update { $0 += 1 } }, delivered: { recorded.update { $0 += 1 } })
         #expect(sink.currentHealth == .starting)
         try sink.start()
         defer { sink.stop(timeout: 2) }
@@ -48,10 +49,8 @@ struct MQTTSinkInProcessTests {
         try broker.start()
         #expect(changes.wait(until: MonotonicClock.deadline(after: 40)) { $0 >= 3 })
         #expect(sink.currentHealth == .healthy)
-        let published = MonotonicClock.deadline(after: 10)
-        while MonotonicClock.now() < published, sink.currentStats.acknowledged < 1 {
-            MonotonicClock.sleep(seconds: 0.02)
-        }
+        // The acknowledgement recorded in the spool (the sink tells it through `delivered`).
+        #expect(recorded.wait(until: MonotonicClock.deadline(after: 10)) { $0 >= 1 })
         #expect(sink.currentStats.acknowledged == 1)
         // Failing is one change however many reconnects failed; so is its end.
         #expect(changes.withLock { $0 } == 3)
