@@ -422,7 +422,8 @@ public final class Spool: Sendable {
     }
 
     /// A number that changes whenever another connection commits (SQLite's `PRAGMA data_version`). Cheap: it
-    /// reads shared memory, so the service can check it every couple of seconds to notice `scan`/`spool retry`.
+    /// reads shared memory, so `SpoolChangeWatch` checks it after each write it sees to tell a commit by another
+    /// process (`scan`, `spool retry`) from a checkpoint.
     public func dataVersion() throws(SpoolError) -> Int {
         try withConnection { db throws(SQLiteError) in try db.scalarInt("PRAGMA data_version") ?? 0 }
     }
