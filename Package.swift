@@ -33,6 +33,8 @@ let package = Package(
         .systemLibrary(name: "CUDev", pkgConfig: "libudev", providers: [.apt(["libudev-dev"])]),
         // libmosquitto (MQTT v5) behind one C callback, and libcrypto's SHA-256 for the default device id.
         .target(name: "CMosquittoShim", linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("crypto")]),
+        // libmicrohttpd (the local HTTP interface) behind plain functions: MHD_start_daemon is variadic.
+        .target(name: "CMicroHTTPDShim", linkerSettings: [.linkedLibrary("microhttpd")]),
         // evdev ioctl numbers and `struct input_event` access: function-like macros Swift cannot import.
         .target(name: "CEvdevShim"),
         // libxkbcommon: keymaps from xkb-data and the compose tables, compiled once per layout.
@@ -55,6 +57,10 @@ let package = Package(
         // Publishing scans and device health to an MQTT broker, from the spool (its own delivery state).
         .target(
             name: "MQTT", dependencies: ["BridgeCore", "Logging", "Spool", "CMosquittoShim", "Platform", "Plugins"]),
+        // The local HTTP interface: bench page, scan feed (server-sent events), status, metrics, health.
+        .target(
+            name: "HTTPInterface",
+            dependencies: ["BridgeCore", "Logging", "Spool", "CMicroHTTPDShim", "Platform", "Plugins"]),
         // The gpsd client (one connection on its own thread) and the fixed-location fallback.
         .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim", "Platform"]),
         // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
@@ -76,7 +82,7 @@ let package = Package(
             name: "Bridge",
             dependencies: [
                 "BridgeCore", "Logging", "Spool", "Forwarder", "MQTT", "Location", "HID", "NFC", "Serial", "CSysShim",
-                "Platform", "Plugins", "ReadPipeline", "HIDPOS",
+                "Platform", "Plugins", "ReadPipeline", "HIDPOS", "HTTPInterface",
             ]),
         // The CLI: thin.
         .executableTarget(
@@ -91,6 +97,7 @@ let package = Package(
             dependencies: [
                 "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
                 "NFC", "BridgeTestSupport", "Platform", "MQTT", "CXKBCommon", "ReadPipeline", "HIDPOS", "Serial",
+                "HTTPInterface", "Plugins",
             ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
@@ -112,7 +119,7 @@ let package = Package(
             name: "BridgeTests",
             dependencies: [
                 "Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Forwarder", "Serial", "Plugins", "Platform",
-                "BridgeTestSupport", "HIDPOS",
+                "BridgeTestSupport", "HIDPOS", "HTTPInterface",
             ]),
         .testTarget(
             name: "PipelineTests",
@@ -126,6 +133,8 @@ let package = Package(
         .testTarget(
             name: "MQTTTests",
             dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "MQTT", "Platform", "Spool"]),
+        .testTarget(
+            name: "HTTPInterfaceTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
             name: "HIDTests",

@@ -69,7 +69,8 @@ public final class BridgeService: Sendable {
         let sinkContext = SinkContext(
             spool: spool, logger: logger, configuration: SinkConfiguration(config: config, apiToken: token),
             deviceStatus: { sink in bound.withLock { $0.view }?.deviceStatus(sink) ?? .null },
-            status: { bound.withLock { $0.view }?.status() ?? .null }, stateChanged: stateChanged,
+            status: { bound.withLock { $0.view }?.status() ?? .null },
+            metrics: { bound.withLock { $0.view }?.metrics() ?? "" }, stateChanged: stateChanged,
             delivered: { bound.withLock { $0.reporter }?.wakeSoon() })
         let sinks = SinkRegistry.modules.map { (key: $0.statusKey, sink: $0.make(sinkContext)) }
         // Scans other processes commit (`scan`, `spool retry`) wake the sinks, without a periodic look.
@@ -101,7 +102,7 @@ public final class BridgeService: Sendable {
                     BridgeService.deviceStatus(
                         spool: spool, sink: sink, pipeline: pipeline, sources: reporterSources, gps: location.client,
                         config: current.withLock { $0 })
-                }, status: { reporter.snapshot() })
+                }, status: { reporter.snapshot() }, metrics: { reporter.metrics(up: true) })
         }
         let systemd = SystemdNotifier()
         // The watchdog pings at half its period while the pipeline's commit thread is not stuck in a commit; a
@@ -275,4 +276,5 @@ extension BridgeService {
 private struct SinkView: Sendable {
     let deviceStatus: @Sendable (_ sink: String) -> JSONValue
     let status: @Sendable () -> JSONValue
+    let metrics: @Sendable () -> String
 }

@@ -1,12 +1,13 @@
 import BridgeCore
 import Forwarder
+import HTTPInterface
 import MQTT
 import Plugins
 
 /// Every kind of sink the bridge has, in the order `status`, `doctor` and the metrics show them. A new sink module
 /// adds its `ScanSinkModule` here (docs/architecture.md, "Add a sink").
 public enum SinkRegistry {
-    public static let modules: [ScanSinkModule] = [.api, .mqtt]
+    public static let modules: [ScanSinkModule] = [.api, .mqtt, .http]
 }
 
 /// The configuration sections the registered modules own, for the loader and the reload's restart check.

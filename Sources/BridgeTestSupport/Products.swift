@@ -24,6 +24,17 @@ public enum Products {
         ProcessInfo.processInfo.environment["TSAN_OPTIONS"] != nil ? 5 : 1
     }
 
+    /// The environment of a bridge under test: this process's without `PLINGS_BRIDGE_*` (a developer's own
+    /// settings) and systemd's credential and runtime directories, with `HOME` and `XDG_STATE_HOME` in `home`.
+    public static func isolatedEnvironment(home: String) -> [String: String] {
+        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
+        env["HOME"] = home
+        env["XDG_STATE_HOME"] = home + "/state"
+        env.removeValue(forKey: "CREDENTIALS_DIRECTORY")
+        env.removeValue(forKey: "RUNTIME_DIRECTORY")
+        return env
+    }
+
     /// A script or file under `Tests/Rigs`.
     public static func rig(_ relative: String) -> String {
         packageRoot.appendingPathComponent("Tests/Rigs/\(relative)").path

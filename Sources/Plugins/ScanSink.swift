@@ -43,6 +43,7 @@ public struct SinkContext: Sendable {
     public let configuration: SinkConfiguration
     private let device: @Sendable (_ sink: String) -> JSONValue
     private let status: @Sendable () -> JSONValue
+    private let metrics: @Sendable () -> String
     /// Called by the sink after its health changed (failing, resumed, paused): `status` follows at once.
     public let stateChanged: @Sendable () -> Void
     /// Called by the sink after it recorded deliveries (the spool's counts changed): `status` follows within a
@@ -54,9 +55,10 @@ public struct SinkContext: Sendable {
     public init(
         spool: Spool, logger: Logger, configuration: SinkConfiguration,
         deviceStatus: @escaping @Sendable (_ sink: String) -> JSONValue,
-        status: @escaping @Sendable () -> JSONValue, stateChanged: @escaping @Sendable () -> Void = {},
-        delivered: @escaping @Sendable () -> Void = {}
+        status: @escaping @Sendable () -> JSONValue, metrics: @escaping @Sendable () -> String = { "" },
+        stateChanged: @escaping @Sendable () -> Void = {}, delivered: @escaping @Sendable () -> Void = {}
     ) {
+        self.metrics = metrics
         self.stateChanged = stateChanged
         self.delivered = delivered
         self.spool = spool
@@ -72,6 +74,9 @@ public struct SinkContext: Sendable {
 
     /// The running service's whole status object (`plings-bridge status --json`).
     public func serviceStatus() -> JSONValue { status() }
+
+    /// The running service's metrics in the Prometheus text format (what `metrics.textfile` holds).
+    public func serviceMetrics() -> String { metrics() }
 }
 
 /// What a sink's `doctor` check is given: the configuration, the token when this user could read it, and the

@@ -27,6 +27,8 @@ case "transports":
     ScannerTransportBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "idle":
     IdleBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "http":
+    HTTPBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "all":
     // Every benchmark in one go (rigs started by each), one table at the end. Short settings by default;
     // `--full` uses each benchmark's documented defaults.
@@ -40,6 +42,7 @@ case "all":
     DrainBenchmark.run(arguments: full ? [] : ["--count", "10000", "--large", "100000"])
     MQTTBenchmark.run(arguments: full ? [] : ["--count", "10000", "--large", "100000"])
     IdleBenchmark.run(arguments: [])
+    HTTPBenchmark.run(arguments: full ? ["--browser"] : ["--samples", "100"])
     let rows = BenchTable.collected.withLock { $0 ?? [] }
     BenchTable.printTable(rows)
 case "nfc":
@@ -71,6 +74,9 @@ default:
           idle [--seconds 30] [--baseline-bridge PATH]
                                           wake-ups of an idle `run` in each waiting state; a scan spooled by
                                           another process -> sent (PATH: an older build, measured as the baseline)
+          http [--samples N] [--clients 50] [--browser]
+                                          read -> committed with 50 /events clients (one stalled) against none;
+                                          commit -> SSE event; RSS; with --browser commit -> bench page row
           nfc [--taps 30] [--idle 60]     tap-to-commit latency on the NFC rig against pyscard, APDUs, idle CPU
           evemu --text TEXT [--layout us] [--start S]
                                           prints a scanner typing TEXT as evemu lines (for umockdev-run -e)

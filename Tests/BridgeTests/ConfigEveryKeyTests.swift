@@ -3,6 +3,7 @@ import Forwarder
 import Foundation
 import HID
 import HIDPOS
+import HTTPInterface
 import MQTT
 import NFC
 import Serial
@@ -111,6 +112,11 @@ struct ConfigEveryKeyTests {
         Case(path: "mqtt.keyFile", json: #""/etc/k.pem""#, text: "/etc/k.pem") { $0.mqtt.keyFile == "/etc/k.pem" },
         Case(path: "mqtt.keepalive", json: "30", text: "30") { $0.mqtt.keepalive == 30 },
         Case(path: "mqtt.maxInflight", json: "5", text: "5") { $0.mqtt.maxInflight == 5 },
+        Case(path: "http.listen", json: #""[::1]:9000""#, text: "[::1]:9000") { $0.http.listen == "[::1]:9000" },
+        Case(path: "http.tokenFile", json: #""/etc/t""#, text: "/etc/t") { $0.http.tokenFile == "/etc/t" },
+        Case(path: "http.certFile", json: #""/etc/c.pem""#, text: "/etc/c.pem") { $0.http.certFile == "/etc/c.pem" },
+        Case(path: "http.keyFile", json: #""/etc/k.pem""#, text: "/etc/k.pem") { $0.http.keyFile == "/etc/k.pem" },
+        Case(path: "http.maxClients", json: "8", text: "8") { $0.http.maxClients == 8 },
         Case(path: "hosts", json: #"["Q.Example.org"]"#, text: "Q.Example.org") { $0.hosts == ["q.example.org"] },
     ]
 

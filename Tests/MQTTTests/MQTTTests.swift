@@ -15,14 +15,7 @@ struct MQTTTests {
         var spoolPath: String { dir.file("spool.sqlite") }
         var base: String { "plings/site1/gate7" }
 
-        func environment() -> [String: String] {
-            var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
-            env["HOME"] = dir.path
-            env["XDG_STATE_HOME"] = dir.file("state")
-            env.removeValue(forKey: "CREDENTIALS_DIRECTORY")
-            env.removeValue(forKey: "RUNTIME_DIRECTORY")
-            return env
-        }
+        func environment() -> [String: String] { Products.isolatedEnvironment(home: dir.path) }
     }
 
     /// A config with an `mqtt` section (`mqtt` members as JSON text) and optionally an `api` section.

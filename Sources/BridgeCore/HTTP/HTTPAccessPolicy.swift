@@ -1,0 +1,152 @@
+/// Who may ask the local HTTP interface what (docs/contracts.md, "Local HTTP interface"). Pure: the server hands
+/// in what the request says and acts on the verdict.
+///
+/// - Read-only: GET and HEAD everywhere, POST only to `/login`; nothing changes state, so there is no cross-site
+///   request to forge.
+/// - Without a token the listener is on loopback, and a request must name a loopback host: a web page elsewhere
+///   that points a name of its own at 127.0.0.1 (DNS rebinding) is refused, so it cannot read the scans.
+/// - With a token every request presents it: `Authorization: Bearer TOKEN`, or the session cookie the login form
+///   sets (a browser's `EventSource` cannot send headers). A page request without it is sent to the form.
+public struct HTTPAccessPolicy: Sendable {
+    /// nil: no token configured (loopback only).
+    public let token: String?
+    /// The session cookie gets `Secure` when the interface is served over TLS.
+    public let tls: Bool
+
+    public static let cookieName = "plings_session"
+    /// What the login form needs before the token is known: the form, the page's style and script (no data).
+    public static let publicPaths: Set<String> = ["/login", "/app.css", "/app.js"]
+
+    public init(token: String?, tls: Bool) {
+        self.token = token
+        self.tls = tls
+    }
+
+    public enum Verdict: Sendable, Equatable {
+        case allowed
+        /// A browser asked for the page without the token: 303 to `/login`.
+        case login
+        /// 401, `WWW-Authenticate: Bearer`.
+        case unauthorized
+        /// 403: a host name that is not loopback on a listener without a token.
+        case foreignHost
+        /// 405: a method that could change something.
+        case methodNotAllowed
+    }
+
+    /// The verdict for one request. `host` is the Host header, `authorization` the Authorization header, `cookie`
+    /// the session cookie's value.
+    public func verdict(method: String, path: String, host: String?, authorization: String?, cookie: String?)
+        -> Verdict
+    {
+        guard method == "GET" || method == "HEAD" || (method == "POST" && path == "/login") else {
+            return .methodNotAllowed
+        }
+        guard let token else {
+            if let host, !Self.isLoopbackHost(host) { return .foreignHost }
+            return .allowed
+        }
+        if Self.publicPaths.contains(path) { return .allowed }
+        if let authorization, authorization.hasPrefix("Bearer "),
+            Self.constantTimeEqual(Array(authorization.utf8.dropFirst(7)), Array(token.utf8))
+        {
+            return .allowed
+        }
+        if let cookie, let presented = Self.fromHex(cookie), Self.constantTimeEqual(presented, Array(token.utf8)) {
+            return .allowed
+        }
+        return path == "/" ? .login : .unauthorized
+    }
+
+    /// Whether a submitted token (the login form's) is the configured one.
+    public func accepts(_ submitted: String) -> Bool {
+        guard let token else { return false }
+        return Self.constantTimeEqual(Array(submitted.utf8), Array(token.utf8))
+    }
+
+    /// The `Set-Cookie` value after a good login: the token in hex (cookie-safe whatever the token holds), only
+    /// for this site's requests, never readable by scripts.
+    public func sessionCookie() -> String {
+        let hex = Array(token?.utf8 ?? "".utf8).map { byte in
+            let digits = Array("0123456789abcdef")
+            return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
+        }.joined()
+        return "\(Self.cookieName)=\(hex); Path=/; HttpOnly; SameSite=Strict" + (tls ? "; Secure" : "")
+    }
+
+    /// `127.0.0.1`, `127.0.0.1:8731`, `[::1]:8731`, `localhost:8731`.
+    public static func isLoopbackHost(_ header: String) -> Bool {
+        var host = Substring(header)
+        if host.hasPrefix("[") {
+            guard let close = host.firstIndex(of: "]") else { return false }
+            host = host[host.index(after: host.startIndex)..<close]
+        } else if let colon = host.lastIndex(of: ":") {
+            host = host[..<colon]
+        }
+        return LoopbackHost.contains(String(host))
+    }
+
+    /// Compares without stopping at the first difference, so the time taken says nothing of how much matched.
+    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var difference = UInt8(a.count == b.count ? 0 : 1)
+        for i in 0..<max(a.count, b.count) {
+            difference |= (i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0)
+        }
+        return difference == 0
+    }
+
+    static func fromHex(_ text: String) -> [UInt8]? {
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0, digits.count <= 2048 else { return nil }
+        var bytes: [UInt8] = []
+        var i = 0
+        while i < digits.count {
+            guard let high = hexValue(digits[i]), let low = hexValue(digits[i + 1]) else { return nil }
+            bytes.append(high << 4 | low)
+            i += 2
+        }
+        return bytes
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+}
+
+/// `application/x-www-form-urlencoded` (the URL Standard, section 5.1): name=value pairs split on `&`, `+` for a
+/// space, percent-encoded bytes as UTF-8 (invalid sequences replaced).
+public enum FormURLEncoded {
+    public static func value(of name: String, in body: [UInt8]) -> String? {
+        for pair in body.split(separator: UInt8(ascii: "&")) {
+            let parts = pair.split(separator: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)
+            if decode(parts[0]) == name { return parts.count > 1 ? decode(parts[1]) : "" }
+        }
+        return nil
+    }
+
+    static func decode(_ bytes: ArraySlice<UInt8>) -> String {
+        var out: [UInt8] = []
+        var i = bytes.startIndex
+        while i < bytes.endIndex {
+            let c = bytes[i]
+            if c == UInt8(ascii: "+") {
+                out.append(UInt8(ascii: " "))
+            } else if c == UInt8(ascii: "%"), i + 2 < bytes.endIndex,
+                case let pair = bytes[(i + 1)...(i + 2)], pair.allSatisfy({ Character(Unicode.Scalar($0)).isHexDigit }),
+                let byte = UInt8(String(decoding: pair, as: UTF8.self), radix: 16)
+            {
+                out.append(byte)
+                i += 2
+            } else {
+                out.append(c)
+            }
+            i += 1
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,178 @@
+import BridgeCore
+import Foundation
+import Logging
+import Platform
+import Spool
+
+/// The committed scans as a live feed for the interface's event streams. One thread follows the spool: woken after
+/// every commit (this process's or another's), it reads what is new once and keeps the newest events in memory;
+/// every stream waits on it and sends from there, so fifty streams cost one spool read per commit, and a stream
+/// that is far behind (a reconnection after a long gap) reads its own pages from the spool on its own thread.
+///
+/// While a stream wants the service's status (the bench page does), the thread also renders it after commits and
+/// every few seconds, once for every stream; with no such stream it sleeps until the next commit.
+final class ScanFeed: Sendable {
+    /// One scan's event, framed (`id:` its sequence number, `data:` its `spool export` object).
+    struct Event: Sendable {
+        let seq: Int
+        let text: String
+    }
+
+    struct State {
+        /// The last sequence number read from the spool.
+        var last = 0
+        /// The newest events, oldest first, at most `recentLimit`: every scan after `coveredFrom`.
+        var recent: [Event] = []
+        var coveredFrom = 0
+        var status: String?
+        var statusVersion = 0
+        var statusStreams = 0
+        var streams = 0
+        var woken = false
+        var stopping = false
+    }
+
+    let state = Monitor(State())
+    private let spool: Spool
+    private let serviceStatus: @Sendable () -> JSONValue
+    private let logger: Logger
+    private let thread = Mutex<OwnThread?>(nil)
+
+    static let recentLimit = 1024
+    /// How often the status is rendered for status streams when nothing is committed (ages, a source's state).
+    static let statusInterval = 5.0
+
+    init(spool: Spool, status: @escaping @Sendable () -> JSONValue, logger: Logger) {
+        self.spool = spool
+        self.serviceStatus = status
+        self.logger = logger
+    }
+
+    /// Starts following from the spool's current end: streams that ask for older scans read them from the spool.
+    func start() {
+        let last = (try? spool.lastSeq()) ?? 0
+        state.withLock {
+            $0.last = last
+            $0.coveredFrom = last
+        }
+        let follower = OwnThread(name: "http-feed") { [self] in follow() }
+        thread.withLock { $0 = follower }
+    }
+
+    /// Ends every stream (their reads return nil at once) and the thread.
+    func stop() {
+        state.update { $0.stopping = true }
+        thread.withLock { $0 }?.join()
+    }
+
+    /// Scans were committed: read them.
+    func wake() { state.update { $0.woken = true } }
+
+    private func follow() {
+        // When the status is due next; nil while no stream wants it (then only a commit wakes the thread).
+        var statusDue: Double?
+        var failing = false
+        while true {
+            state.wait(until: statusDue) { $0.stopping || $0.woken }
+            let (stopping, statusWanted) = state.withLock { s in
+                defer { s.woken = false }
+                return (s.stopping, s.statusStreams > 0)
+            }
+            if stopping { return }
+            do {
+                try readNew()
+                if failing { logger.info("http: the spool is readable again") }
+                failing = false
+            } catch {
+                if !failing {
+                    logger.error("http: cannot read new scans from the spool", [("error", error.description)])
+                }
+                failing = true
+            }
+            guard statusWanted else {
+                statusDue = nil
+                continue
+            }
+            let now = MonotonicClock.now()
+            if let due = statusDue, now < due {
+                // A commit: the page's counts follow within a second, once a second during a burst.
+                statusDue = min(due, now + 1)
+            } else {
+                publishStatus()
+                statusDue = now + Self.statusInterval
+            }
+        }
+    }
+
+    private func readNew() throws(SpoolError) {
+        var after = state.withLock { $0.last }
+        while true {
+            let items = try spool.scans(after: after, limit: 500)
+            guard let last = items.last else { return }
+            let events = items.map(Self.event)
+            after = last.seq
+            state.update { s in
+                s.last = last.seq
+                s.recent.append(contentsOf: events)
+                if s.recent.count > Self.recentLimit {
+                    let dropped = s.recent.count - Self.recentLimit
+                    s.coveredFrom = s.recent[dropped - 1].seq
+                    s.recent.removeFirst(dropped)
+                }
+            }
+            if items.count < 500 { return }
+        }
+    }
+
+    private func publishStatus() {
+        let text = Self.comparable(serviceStatus())
+        state.update { s in
+            if s.status != text {
+                s.status = text
+                s.statusVersion += 1
+            }
+        }
+    }
+
+    /// The status without its `updatedAt`, so an unchanged service is not sent again.
+    static func comparable(_ status: JSONValue) -> String {
+        guard case .object(let members) = status else { return status.encoded() }
+        return JSONValue.object(members.filter { $0.0 != "updatedAt" }).encoded()
+    }
+
+    static func event(_ item: SinkItem) -> Event {
+        Event(seq: item.seq, text: ServerSentEvents.event(id: String(item.seq), data: item.record.json().encoded()))
+    }
+
+    /// The events after `seq` (at most `limit`): from memory when it holds every scan after `seq`, else from the
+    /// spool (on the caller's thread).
+    func events(after seq: Int, limit: Int) throws(SpoolError) -> [Event] {
+        let cached: [Event]? = state.withLock { s in
+            guard seq >= s.coveredFrom else { return nil }
+            return Array(s.recent.drop { $0.seq <= seq }.prefix(limit))
+        }
+        if let cached { return cached }
+        return try spool.scans(after: seq, limit: limit).map(Self.event)
+    }
+
+    /// A stream joins (`wantsStatus`: it is sent the status when it changes); the first status stream has the
+    /// thread render the status at once.
+    func join(wantsStatus: Bool) -> Int {
+        state.update { s in
+            s.streams += 1
+            if wantsStatus {
+                if s.statusStreams == 0 { s.status = nil }
+                s.statusStreams += 1
+                s.woken = true
+            }
+            return s.last
+        }
+    }
+
+    func leave(wantsStatus: Bool) {
+        state.withLock { s in
+            s.streams -= 1
+            if wantsStatus { s.statusStreams -= 1 }
+        }
+    }
+}

@@ -1,0 +1,194 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Glibc
+import HTTPInterface
+import Logging
+import Platform
+import Plugins
+import ReadPipeline
+import Spool
+
+/// `plings-bench http`: the local interface beside the pipeline (issue 25). Read -> committed with the interface
+/// on and no client (the baseline) and with 50 `/events` clients of which one never reads (goal: within noise);
+/// commit -> event at the SSE clients (Tests/Rigs/http/sse_clients.py, separate processes, CLOCK_MONOTONIC on
+/// both sides); the process's RSS with 50 clients against none; and, with `--browser`, commit -> row on the bench
+/// page in headless Chromium (Tests/Rigs/http/browser_check.py against the real `plings-bridge`).
+enum HTTPBenchmark {
+    static func run(arguments: [String]) {
+        var samples = 300
+        var clients = 50
+        var browser = false
+        var i = 0
+        while i < arguments.count {
+            switch arguments[i] {
+            case "--samples" where i + 1 < arguments.count:
+                samples = Int(arguments[i + 1]) ?? samples
+                i += 1
+            case "--clients" where i + 1 < arguments.count:
+                clients = Int(arguments[i + 1]) ?? clients
+                i += 1
+            case "--browser": browser = true
+            default: break
+            }
+            i += 1
+        }
+        let dir = TemporaryDirectory("plings-bench-http")
+        defer { dir.remove() }
+        guard let spool = try? Spool(path: dir.file("spool.sqlite")), let port = try? freePort() else {
+            print("error: cannot make the spool or find a free port")
+            exit(1)
+        }
+        var config = BridgeConfig()
+        config.http.listen = "127.0.0.1:\(port)"
+        let logger = Logger(minimum: .error)
+        let sink = ScanSinkModule.http.make(
+            SinkContext(
+                spool: spool, logger: logger, configuration: SinkConfiguration(config: config, apiToken: nil),
+                deviceStatus: { _ in .null }, status: { .object([("bench", .bool(true))]) }))
+        let pipeline = Pipeline(
+            spool: spool, builder: ScanBuilder(parser: PlingsURLParser()), fixProvider: NoFixProvider(),
+            debounce: [:], logger: logger, onCommitted: { _ in sink.wake() })
+        sink.start()
+        pipeline.start()
+        defer {
+            pipeline.stop()
+            sink.stop(deadline: MonotonicClock.deadline(after: 5))
+        }
+        let rssBefore = residentKiB()
+        let alone = commitLatencies(pipeline, samples: samples, tag: "A")
+        // 49 reading clients and one that never reads, all connected for the second round.
+        let reading = max(1, clients - 1)
+        guard
+            let process = try? RunningProcess(
+                "/usr/bin/python3",
+                [
+                    Products.rig("http/sse_clients.py"), "http://127.0.0.1:\(port)/events", "--clients",
+                    String(reading), "--stalled", "1",
+                ])
+        else {
+            print("error: cannot start the SSE clients (python3)")
+            exit(1)
+        }
+        defer { process.stop() }
+        guard process.waitForLineCount(1 + reading, timeout: 20) else {
+            print("error: the SSE clients did not connect: \(process.stderrText)")
+            exit(1)
+        }
+        let crowded = commitLatencies(pipeline, samples: samples, tag: "B")
+        let expectedEvents = reading * samples
+        _ = eventually(timeout: 20) { process.outputLines.count >= 1 + reading + expectedEvents }
+        let rssWith = residentKiB()
+        // Commit -> event, per client and scan.
+        var toEvent: [Double] = []
+        for line in process.outputLines {
+            guard let record = try? JSONParser.parse(Array(line.utf8)), case .number(let t)? = record["t"],
+                case .string(let data)? = record["data"], let scan = try? JSONParser.parse(Array(data.utf8)),
+                case .string(let id)? = scan["id"], let committed = crowded.committedAt[id]
+            else { continue }
+            toEvent.append(t - committed)
+        }
+        var rows = [
+            BenchRow(
+                metric: "read -> committed, median of \(samples), \(clients) /events clients (one stalled) vs none",
+                ours: median(crowded.latencies) * 1000, baseline: median(alone.latencies) * 1000, unit: "ms",
+                goal: "within noise", higherIsBetter: false),
+            BenchRow(
+                metric: "read -> committed, p99, \(clients) clients vs none", ours: p99(crowded.latencies) * 1000,
+                baseline: p99(alone.latencies) * 1000, unit: "ms", goal: "info", higherIsBetter: false),
+            BenchRow(
+                metric: "commit -> event at an SSE client, median (\(toEvent.count) of \(expectedEvents) events)",
+                ours: median(toEvent) * 1000, baseline: nil, unit: "ms", goal: "< 1000 ms", higherIsBetter: false),
+            BenchRow(
+                metric: "commit -> event at an SSE client, p99", ours: p99(toEvent) * 1000, baseline: nil, unit: "ms",
+                goal: "info", higherIsBetter: false),
+            BenchRow(
+                metric: "RSS with \(clients) clients (one stalled) vs none", ours: Double(rssWith) / 1024,
+                baseline: Double(rssBefore) / 1024, unit: "MiB", goal: "info", higherIsBetter: false),
+        ]
+        if browser, let page = commitToPage(dir: dir) {
+            rows.append(
+                BenchRow(
+                    metric: "commit -> row on the bench page (headless Chromium, one scan)", ours: page * 1000,
+                    baseline: nil, unit: "ms", goal: "< 1000 ms", higherIsBetter: false))
+        }
+        BenchTable.print(rows)
+    }
+
+    struct Round {
+        var latencies: [Double] = []
+        /// Scan id -> when its commit completed (CLOCK_MONOTONIC).
+        var committedAt: [String: Double] = [:]
+    }
+
+    /// One read at a time, each timed from `submit` to the pipeline's completion (committed).
+    static func commitLatencies(_ pipeline: Pipeline, samples: Int, tag: String) -> Round {
+        var round = Round()
+        for n in 0..<samples {
+            let done = Monitor<(Double, String)?>(nil)
+            let start = MonotonicClock.now()
+            pipeline.submit(
+                Read(
+                    sourceKind: SourceKind("hid"), device: "bench",
+                    raw: "https://s.plings.io/?t=q&i=Http\(tag)\(n)x&p=4.2.\(n)", time: Date())
+            ) { outcome in
+                if case .accepted(let scan) = outcome { done.update { $0 = (MonotonicClock.now(), scan.id) } }
+            }
+            var result: (Double, String)?
+            _ = done.wait(until: MonotonicClock.deadline(after: 5)) { state in
+                result = state
+                return state != nil
+            }
+            guard let (end, id) = result else { continue }
+            round.latencies.append(end - start)
+            round.committedAt[id] = end
+            usleep(2_000)
+        }
+        return round
+    }
+
+    /// Runs the browser check against the real bridge and returns its commit -> page time.
+    static func commitToPage(dir: TemporaryDirectory) -> Double? {
+        guard let port = try? freePort() else { return nil }
+        let config = dir.file("browser.json")
+        let text = """
+            {"http": {"listen": "127.0.0.1:\(port)"}, "nfc": {"enabled": false}, "hid": {"enabled": false},
+             "hidpos": {"enabled": false}, "serial": {"enabled": false}, "location": {"enabled": false}}
+            """
+        guard FileManager.default.createFile(atPath: config, contents: Data(text.utf8)),
+            let result = try? ProcessRunner.run(
+                "/usr/bin/python3",
+                [
+                    Products.rig("http/browser_check.py"), "--bridge", Products.path("plings-bridge"), "--config",
+                    config, "--spool", dir.file("browser.sqlite"), "--url", "http://127.0.0.1:\(port)/",
+                    "--screenshot", dir.file("page.png"),
+                ], timeout: 180),
+            let report = result.stdoutLines.last.flatMap({ try? JSONParser.parse(Array($0.utf8)) }),
+            case .number(let seconds)? = report["commitToPageSeconds"]
+        else { return nil }
+        return seconds
+    }
+
+    static func freePort() throws -> Int {
+        let socket = try ListeningSocket()
+        defer { socket.close() }
+        return socket.port
+    }
+
+    static func residentKiB() -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
+    }
+
+    static func p99(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        return sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, sorted.count * 99 / 100)]
+    }
+}

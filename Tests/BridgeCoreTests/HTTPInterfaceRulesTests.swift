@@ -1,0 +1,143 @@
+import Foundation
+import Testing
+
+@testable import BridgeCore
+
+/// The local HTTP interface's pure rules against their outside authorities: server-sent events framing (the HTML
+/// Living Standard, section 9.2 "Server-sent events"), IP address text (RFC 4291 section 2.2, RFC 791), form
+/// bodies (the URL Standard, section 5 "application/x-www-form-urlencoded"), and the access rules of issue 25
+/// (read-only; loopback names only without a token; the token as a bearer header or the login cookie).
+struct HTTPInterfaceRulesTests {
+    // MARK: server-sent events
+
+    /// The standard's stock-ticker example (9.2.4): three data lines make one event whose data is the three lines
+    /// joined by LF.
+    @Test func aMultiLinePayloadIsOneDataLinePerLine() {
+        #expect(ServerSentEvents.event(data: "YHOO\n+2\n10") == "data: YHOO\ndata: +2\ndata: 10\n\n")
+    }
+
+    /// The standard's id example (9.2.4): `id:` before the data, and the event ends with a blank line.
+    @Test func theIDComesBeforeTheData() {
+        #expect(ServerSentEvents.event(id: "1", data: "first event") == "id: 1\ndata: first event\n\n")
+        #expect(
+            ServerSentEvents.event(event: "status", data: "{}") == "event: status\ndata: {}\n\n")
+    }
+
+    /// A line may end in CR, LF or CRLF (9.2.5): a CR in the payload must start a new data line too, or a client
+    /// would read what follows it as a field of its own.
+    @Test func carriageReturnsCannotForgeFields() {
+        #expect(ServerSentEvents.event(data: "a\rid: 99\r\nb") == "data: a\ndata: id: 99\ndata: b\n\n")
+        #expect(ServerSentEvents.event(id: "7\nevent: x", data: "d") == "id: 7event: x\ndata: d\n\n")
+        #expect(ServerSentEvents.comment("a\nb") == ": ab\n\n")
+        #expect(ServerSentEvents.retry(milliseconds: 1000) == "retry: 1000\n\n")
+    }
+
+    @Test func aSequenceIsAWholeNumberOrNothing() {
+        #expect(ServerSentEvents.sequence("42") == 42)
+        #expect(ServerSentEvents.sequence("0") == 0)
+        for foreign in [nil, "", "-1", "4 2", "x", "1e3", "99999999999999999999"] {
+            #expect(ServerSentEvents.sequence(foreign) == nil)
+        }
+    }
+
+    // MARK: listen addresses
+
+    /// RFC 4291 section 2.2: the preferred, compressed and mixed text forms.
+    @Test(arguments: [
+        "2001:DB8:0:0:8:800:200C:417A", "2001:DB8::8:800:200C:417A", "FF01::101", "::1", "::", "::13.1.68.3",
+        "::FFFF:129.144.52.38", "0:0:0:0:0:0:13.1.68.3", "fe80::",
+    ])
+    func rfc4291TextFormsAreIPv6(_ text: String) {
+        #expect(IPAddressText.isIPv6(text))
+    }
+
+    @Test(arguments: ["2001:db8::1::2", "12345::", "1:2:3:4:5:6:7:8:9", "1:2:3:4:5:6:7", ":1", "g::1", "::1.2.3"])
+    func malformedIPv6IsRefused(_ text: String) {
+        #expect(!IPAddressText.isIPv6(text))
+    }
+
+    @Test func listenAddressesParseAndSayWhatIsWrong() throws {
+        #expect(try ListenAddress.parse("127.0.0.1:8731").get() == ListenAddress(host: "127.0.0.1", port: 8731))
+        #expect(try ListenAddress.parse("[::1]:8731").get() == ListenAddress(host: "::1", port: 8731))
+        #expect(try ListenAddress.parse("0.0.0.0:80").get().isLoopback == false)
+        #expect(try ListenAddress.parse("127.0.0.9:80").get().isLoopback)
+        #expect(try ListenAddress.parse("[::1]:80").get().description == "[::1]:80")
+        for (text, says) in [
+            ("localhost:8731", "not a numeric IPv4 address"), ("127.0.0.1", "needs a port"),
+            ("127.0.0.1:0", "from 1 to 65535"), ("127.0.0.1:70000", "from 1 to 65535"),
+            ("::1:8731", "not a numeric IPv4"), ("[::1]", "brackets with a port"), ("256.0.0.1:1", "not a numeric"),
+        ] {
+            guard case .failure(let error) = ListenAddress.parse(text) else {
+                Issue.record("\(text) parsed")
+                continue
+            }
+            #expect(error.description.contains(says), "\(text): \(error)")
+        }
+    }
+
+    // MARK: form bodies
+
+    /// The URL Standard's parser: `+` is a space, percent-escapes are bytes decoded as UTF-8, a name without `=`
+    /// has the empty value, a stray `%` stays.
+    @Test func formBodiesDecodeAsTheURLStandardSays() {
+        let body = Array("a=1&token=p%C3%A5+ss%2B%3D&flag&bad=%zz%4".utf8)
+        #expect(FormURLEncoded.value(of: "token", in: body) == "på ss+=")
+        #expect(FormURLEncoded.value(of: "flag", in: body) == "")
+        #expect(FormURLEncoded.value(of: "bad", in: body) == "%zz%4")
+        #expect(FormURLEncoded.value(of: "missing", in: body) == nil)
+        #expect(FormURLEncoded.value(of: "x", in: Array("x=%+f".utf8)) == "% f")
+    }
+
+    // MARK: access
+
+    @Test func withoutATokenOnlyLoopbackNamesAndReadsAreAnswered() {
+        let open = HTTPAccessPolicy(token: nil, tls: false)
+        func verdict(_ method: String, _ path: String, host: String?) -> HTTPAccessPolicy.Verdict {
+            open.verdict(method: method, path: path, host: host, authorization: nil, cookie: nil)
+        }
+        for host in ["127.0.0.1:8731", "127.0.0.1", "localhost:8731", "[::1]:8731", "LOCALHOST", nil] {
+            #expect(verdict("GET", "/events", host: host) == .allowed, "\(host ?? "no Host")")
+        }
+        // DNS rebinding: a name of the attacker's that resolves to 127.0.0.1.
+        for host in ["rebind.example:8731", "127.0.0.1.nip.io:8731", "192.168.1.5:8731", "[::2]:8731"] {
+            #expect(verdict("GET", "/scans", host: host) == .foreignHost, "\(host)")
+        }
+        for method in ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"] {
+            #expect(verdict(method, "/status", host: "127.0.0.1") == .methodNotAllowed)
+        }
+        #expect(verdict("HEAD", "/", host: "127.0.0.1") == .allowed)
+    }
+
+    @Test func withATokenEveryRequestPresentsIt() {
+        let token = "s3cret; with \"odd\" bytes=ø"
+        let guarded = HTTPAccessPolicy(token: token, tls: true)
+        func verdict(_ path: String, authorization: String? = nil, cookie: String? = nil) -> HTTPAccessPolicy.Verdict {
+            guarded.verdict(
+                method: "GET", path: path, host: "gate7.example:8731", authorization: authorization, cookie: cookie)
+        }
+        #expect(verdict("/status") == .unauthorized)
+        #expect(verdict("/") == .login)
+        #expect(verdict("/status", authorization: "Bearer " + token) == .allowed)
+        #expect(verdict("/status", authorization: "Bearer " + token + "x") == .unauthorized)
+        #expect(verdict("/status", authorization: "Bearer " + token.dropLast()) == .unauthorized)
+        #expect(verdict("/status", authorization: "Basic " + token) == .unauthorized)
+        for path in ["/login", "/app.css", "/app.js"] { #expect(verdict(path) == .allowed) }
+        // The cookie a good login sets lets a browser's EventSource in; it carries only cookie-safe characters
+        // (RFC 6265 section 4.1.1), and is HttpOnly, SameSite=Strict and Secure over TLS.
+        let setCookie = guarded.sessionCookie()
+        let value = String(setCookie.split(separator: ";")[0].split(separator: "=", maxSplits: 1)[1])
+        #expect(value.allSatisfy { $0.isHexDigit })
+        #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict") && setCookie.contains("Secure"))
+        #expect(verdict("/events", cookie: value) == .allowed)
+        #expect(verdict("/events", cookie: String(value.dropLast(2))) == .unauthorized)
+        #expect(verdict("/events", cookie: "zz") == .unauthorized)
+        #expect(guarded.accepts(token) && !guarded.accepts("s3cret"))
+        #expect(!HTTPAccessPolicy(token: "t", tls: false).sessionCookie().contains("Secure"))
+        // Any host name is fine with a token (the listener may be on the LAN), still read-only.
+        #expect(
+            guarded.verdict(method: "POST", path: "/login", host: "x", authorization: nil, cookie: nil) == .allowed)
+        #expect(
+            guarded.verdict(method: "POST", path: "/status", host: "x", authorization: "Bearer " + token, cookie: nil)
+                == .methodNotAllowed)
+    }
+}

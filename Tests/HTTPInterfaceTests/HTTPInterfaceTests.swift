@@ -1,0 +1,353 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Platform
+import Testing
+
+/// The local HTTP interface of the real bridge (issue 25), each test on a free loopback port with its own spool:
+/// `/events` checked by plain SSE clients (Tests/Rigs/http/sse_clients.py, parsing as the HTML standard says),
+/// `/metrics` by Prometheus's own `promtool`, the token rules with curl, the page in headless Chromium.
+@Suite(.serialized)
+struct HTTPInterfaceTests {
+    let binary = Products.path("plings-bridge")
+
+    struct Setup {
+        let dir: TemporaryDirectory
+        let config: String
+        let port: Int
+        var spoolPath: String { dir.file("spool.sqlite") }
+        var base: String { "http://127.0.0.1:\(port)" }
+
+        func environment() -> [String: String] { Products.isolatedEnvironment(home: dir.path) }
+    }
+
+    /// A free loopback port: one the system hands out, closed again.
+    static func freePort() throws -> Int {
+        let socket = try ListeningSocket()
+        defer { socket.close() }
+        return socket.port
+    }
+
+    /// A config with every source off and the interface on a free port; `http` adds members to its section.
+    func setup(http: String = "") throws -> Setup {
+        let dir = TemporaryDirectory("http")
+        let port = try Self.freePort()
+        let config = dir.file("config.json")
+        try """
+        {"http": {"listen": "127.0.0.1:\(port)"\(http.isEmpty ? "" : ", " + http)},
+         "nfc": {"enabled": false}, "hid": {"enabled": false}, "hidpos": {"enabled": false},
+         "serial": {"enabled": false}, "location": {"enabled": false}}
+        """.write(toFile: config, atomically: true, encoding: .utf8)
+        return Setup(dir: dir, config: config, port: port)
+    }
+
+    func startBridge(_ s: Setup) throws -> RunningProcess {
+        let bridge = try RunningProcess(
+            binary, ["run", "--config", s.config, "--spool", s.spoolPath], environment: s.environment())
+        #expect(
+            bridge.waitForLogLine(timeout: 15 * Products.timeScale) { $0.contains("the local interface is up") } != nil,
+            "\(bridge.stderrText)")
+        return bridge
+    }
+
+    /// One read through the CLI (another process: the service hears of it through the spool watch).
+    func scan(_ s: Setup, _ text: String) throws {
+        let result = try ProcessRunner.run(
+            binary, ["scan", text, "--device", "bench-1", "--config", s.config, "--spool", s.spoolPath],
+            environment: s.environment())
+        #expect(result.status == 0, "\(result.stderr)")
+    }
+
+    func curl(_ arguments: [String]) throws -> ProcessResult {
+        try ProcessRunner.run("/usr/bin/curl", ["-s", "--max-time", "10"] + arguments)
+    }
+
+    /// The status code and body of one request.
+    func get(_ url: String, _ extra: [String] = []) throws -> (status: Int, body: String) {
+        let result = try curl(extra + ["-o", "-", "-w", "\n%{http_code}", url])
+        var lines = result.stdout.split(separator: "\n", omittingEmptySubsequences: false)
+        let status = Int(lines.popLast() ?? "") ?? 0
+        let body = lines.joined(separator: "\n")
+        return (status, body.hasSuffix("\n") ? String(body.dropLast()) : body)
+    }
+
+    func spoolExport(_ s: Setup) throws -> [JSONValue] {
+        let result = try ProcessRunner.run(
+            binary, ["spool", "export", "--config", s.config, "--spool", s.spoolPath], environment: s.environment())
+        return try result.stdoutLines.map { try JSONParser.parse(Array($0.utf8)) }
+    }
+
+    func sseClients(_ url: String, clients: Int = 1, stalled: Int = 0, lastEventID: String? = nil) throws
+        -> RunningProcess
+    {
+        var arguments = [Products.rig("http/sse_clients.py"), url, "--clients", String(clients)]
+        arguments += ["--stalled", String(stalled)]
+        if let lastEventID { arguments += ["--last-event-id", lastEventID] }
+        let process = try RunningProcess("/usr/bin/python3", arguments)
+        #expect(process.waitForLineCount(1 + clients, timeout: 10) == true, "\(process.stderrText)")
+        return process
+    }
+
+    /// The scan events each client received so far: client -> [(id, data)].
+    func received(_ process: RunningProcess) -> [Int: [(id: String, data: JSONValue)]] {
+        var events: [Int: [(id: String, data: JSONValue)]] = [:]
+        for line in process.outputLines {
+            guard let record = try? JSONParser.parse(Array(line.utf8)), case .string(let event)? = record["event"],
+                event == "message", case .integer(let client)? = record["client"],
+                case .string(let id)? = record["id"], case .string(let data)? = record["data"],
+                let parsed = try? JSONParser.parse(Array(data.utf8))
+            else { continue }
+            events[client, default: []].append((id, parsed))
+        }
+        return events
+    }
+
+    func ids(_ process: RunningProcess, client: Int = 0) -> [String] {
+        received(process)[client]?.map(\.id) ?? []
+    }
+
+    // MARK: the feed
+
+    /// A client that reconnects with `Last-Event-ID` gets every scan after it, from the spool: across a dropped
+    /// connection and across a restart of the bridge (with scans spooled while it was down), with no gap and no
+    /// repeat, each event the scan's `spool export` object and its `id:` the sequence number.
+    @Test func eventsReplayFromTheSpoolAcrossARestart() throws {
+        let s = try setup()
+        defer { s.dir.remove() }
+        var bridge = try startBridge(s)
+        for n in 1...3 { try scan(s, "https://s.plings.io/?t=q&i=Seq\(n)&p=1.2") }
+        let first = try sseClients(s.base + "/events", lastEventID: "1")
+        #expect(eventually(timeout: 10) { ids(first) == ["2", "3"] }, "\(first.outputLines)")
+        try scan(s, "https://s.plings.io/?t=q&i=Seq4&p=1.2")
+        #expect(eventually(timeout: 10) { ids(first) == ["2", "3", "4"] }, "\(first.outputLines)")
+        bridge.stop()
+        // The stream ended with the service; a scan is spooled while it is down.
+        #expect(first.waitForLine(timeout: 10) { $0.contains("\"closed\"") } != nil)
+        first.stop()
+        try scan(s, "https://s.plings.io/?t=q&i=Seq5&p=1.2")
+        bridge = try startBridge(s)
+        defer { bridge.stop() }
+        let second = try sseClients(s.base + "/events", lastEventID: "4")
+        try scan(s, "https://s.plings.io/?t=q&i=Seq6&p=1.2")
+        #expect(eventually(timeout: 10) { ids(second) == ["5", "6"] }, "\(second.outputLines)")
+        defer { second.stop() }
+        // Each event is the scan exactly as `spool export` shows it at commit.
+        let exported = try spoolExport(s)
+        let events = received(second)[0] ?? []
+        for (offset, event) in events.enumerated() {
+            let row = exported[4 + offset]
+            #expect(event.data["id"] == row["id"] && event.data["raw"] == row["raw"])
+            #expect(event.data["input"] == row["input"] && event.data["source"] == row["source"])
+            #expect(event.data["createdAt"] == row["createdAt"])
+        }
+        // No Last-Event-ID: from now on only (a client asks for history with `after`).
+        let fresh = try sseClients(s.base + "/events")
+        defer { fresh.stop() }
+        let history = try sseClients(s.base + "/events?after=0")
+        defer { history.stop() }
+        try scan(s, "https://s.plings.io/?t=q&i=Seq7&p=1.2")
+        #expect(eventually(timeout: 10) { ids(fresh) == ["7"] }, "\(fresh.outputLines)")
+        #expect(eventually(timeout: 10) { ids(history) == (1...7).map(String.init) }, "\(history.outputLines)")
+    }
+
+    /// Ten clients and one that never reads: every reading client gets every scan in order, and the stalled one
+    /// neither holds them up nor keeps the service from stopping in time.
+    @Test func tenClientsAndAStalledOneEachGetEveryScan() throws {
+        let s = try setup()
+        defer { s.dir.remove() }
+        let bridge = try startBridge(s)
+        let clients = try sseClients(s.base + "/events?after=0", clients: 10, stalled: 1)
+        defer { clients.stop() }
+        // Large scans fill the stalled client's socket buffers quickly.
+        let padding = String(repeating: "x", count: 1500)
+        for n in 1...20 { try scan(s, "https://s.plings.io/?t=q&i=Many\(n)&p=1.2&pad=\(padding)") }
+        let expected = (1...20).map(String.init)
+        #expect(
+            eventually(timeout: 20) { (0..<10).allSatisfy { ids(clients, client: $0) == expected } },
+            "\((0..<10).map { ids(clients, client: $0).count })")
+        let status = try get(s.base + "/status")
+        let streams = try JSONParser.parse(Array(status.body.utf8))["http"]?["streams"]
+        #expect(streams == .integer(11), "\(status.body)")
+        let started = MonotonicClock.now()
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 10 * Products.timeScale) == 0)
+        #expect(MonotonicClock.now() - started < 5 * Products.timeScale, "the stop took too long")
+    }
+
+    // MARK: the other endpoints
+
+    @Test func metricsPassPromtoolAndHealthAndReadinessAnswer() throws {
+        let s = try setup()
+        defer { s.dir.remove() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        try scan(s, "https://s.plings.io/?t=q&i=Metr1&p=1.2")
+        let metrics = try get(s.base + "/metrics")
+        #expect(metrics.status == 200)
+        #expect(metrics.body.contains("plings_bridge_up 1") && metrics.body.contains("plings_bridge_http_up 1"))
+        // promtool gets the bytes exactly as served.
+        let file = s.dir.file("metrics.txt")
+        #expect(try curl(["-o", file, s.base + "/metrics"]).status == 0)
+        let check = try ProcessRunner.run("/bin/sh", ["-c", "promtool check metrics < '\(file)'"])
+        #expect(check.status == 0, "promtool: \(check.stdout) \(check.stderr)")
+        let type = try curl(["-o", "/dev/null", "-w", "%{content_type}", s.base + "/metrics"])
+        #expect(type.stdout.hasPrefix("text/plain; version=0.0.4"))
+        #expect(try get(s.base + "/healthz") == (200, "ok"))
+        #expect(try get(s.base + "/readyz") == (200, "ready"))
+        let status = try get(s.base + "/status")
+        #expect(try JSONParser.parse(Array(status.body.utf8))["http"]?["state"] == .string("listening"))
+        #expect(try get(s.base + "/nothing-here").status == 404)
+    }
+
+    /// A hostile barcode is data: `/scans` is valid JSON holding exactly what was read.
+    @Test func aHostileBarcodeStaysText() throws {
+        let s = try setup()
+        defer { s.dir.remove() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        let hostile = "</script><script>alert(\"x\")</script>'\u{1B}[2J\\u0000<img src=x onerror=alert(1)>"
+        try scan(s, hostile)
+        let answer = try get(s.base + "/scans?after=0")
+        guard case .array(let scans)? = try JSONParser.parse(Array(answer.body.utf8))["scans"], let first = scans.first
+        else {
+            Issue.record("no scans: \(answer.body)")
+            return
+        }
+        #expect(first["raw"] == .string(hostile))
+        #expect(first["state"] == .string("unrecognized"))
+        #expect(try get(s.base + "/scans?after=x").status == 400)
+        let newest = try JSONParser.parse(Array(get(s.base + "/scans?newest=5").body.utf8))
+        #expect(newest["last"] == .integer(1))
+    }
+
+    /// Loopback without a token answers only loopback names, and only reads; with a token every request shows it
+    /// (a bearer header, or the cookie of the sign-in form), and the token never reaches the log.
+    @Test func theTokenRulesHoldWithCurl() throws {
+        let open = try setup()
+        defer { open.dir.remove() }
+        var bridge = try startBridge(open)
+        #expect(try get(open.base + "/status", ["-H", "Host: rebind.example"]).status == 403)
+        #expect(try get(open.base + "/status", ["-X", "POST"]).status == 405)
+        #expect(try get(open.base + "/status", ["-X", "DELETE"]).status == 405)
+        bridge.stop()
+
+        let token = "tok-\(UUID().uuidString)"
+        let tokenFile = open.dir.file("http-token")
+        try (token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let s = try setup(http: "\"tokenFile\": \"\(tokenFile)\"")
+        defer { s.dir.remove() }
+        bridge = try startBridge(s)
+        #expect(try get(s.base + "/status").status == 401)
+        #expect(try get(s.base + "/events").status == 401)
+        #expect(try get(s.base + "/status", ["-H", "Authorization: Bearer wrong"]).status == 401)
+        #expect(try get(s.base + "/status", ["-H", "Authorization: Bearer \(token)"]).status == 200)
+        let page = try curl(["-o", "/dev/null", "-w", "%{http_code} %{redirect_url}", s.base + "/"])
+        #expect(page.stdout == "303 \(s.base)/login")
+        #expect(try get(s.base + "/login").status == 200)
+        #expect(try get(s.base + "/login", ["--data-urlencode", "token=nope"]).status == 401)
+        let jar = s.dir.file("cookies")
+        let login = try curl([
+            "-c", jar, "-o", "/dev/null", "-w", "%{http_code}", "--data-urlencode", "token=\(token)", s.base + "/login",
+        ])
+        #expect(login.stdout == "303")
+        #expect(try get(s.base + "/scans?newest=1", ["-b", jar]).status == 200)
+        #expect(try get(s.base + "/status", ["-b", jar, "-X", "POST"]).status == 405)
+        let oversized = String(repeating: "a", count: 10_000)
+        #expect(try get(s.base + "/login", ["--data", "token=\(oversized)"]).status == 413)
+        bridge.stop()
+        #expect(!bridge.stderrText.contains(token), "the token reached the log")
+
+        // Beyond loopback without a token: the configuration is refused, saying why, in one line.
+        let exposed = try setup(http: "\"listen\": \"0.0.0.0:\(try Self.freePort())\"")
+        defer { exposed.dir.remove() }
+        try """
+        {"http": {"listen": "0.0.0.0:\(exposed.port)"}, "nfc": {"enabled": false}, "hid": {"enabled": false},
+         "hidpos": {"enabled": false}, "serial": {"enabled": false}, "location": {"enabled": false}}
+        """.write(toFile: exposed.config, atomically: true, encoding: .utf8)
+        let refused = try ProcessRunner.run(
+            binary, ["config", "check", "--config", exposed.config], environment: exposed.environment())
+        #expect(refused.status == 2)
+        #expect(refused.stderr.contains("http.listen 0.0.0.0:\(exposed.port) is reachable from other machines"))
+    }
+
+    /// Another program holds the port: one plain error line, `status` says failing and why, and the interface
+    /// comes up by itself once the port is free; `doctor` says what answers there.
+    @Test func aBusyPortIsRetriedAndDoctorChecksTheListener() throws {
+        let holder = try ListeningSocket()
+        let s = try setup()
+        defer { s.dir.remove() }
+        try """
+        {"http": {"listen": "127.0.0.1:\(holder.port)"}, "nfc": {"enabled": false}, "hid": {"enabled": false},
+         "hidpos": {"enabled": false}, "serial": {"enabled": false}, "location": {"enabled": false}}
+        """.write(toFile: s.config, atomically: true, encoding: .utf8)
+        let busy = Setup(dir: s.dir, config: s.config, port: holder.port)
+        let bridge = try RunningProcess(
+            binary, ["run", "--config", busy.config, "--spool", busy.spoolPath], environment: busy.environment())
+        defer { bridge.stop() }
+        let line = bridge.waitForLogLine(timeout: 10) { $0.contains("http: cannot listen") }
+        #expect(line?.contains("Address already in use") == true, "\(bridge.stderrText)")
+        #expect(line?.hasPrefix("level=error") == true)
+        let doctorBusy = try ProcessRunner.run(
+            binary, ["doctor", "--json", "--config", busy.config, "--spool", busy.spoolPath],
+            environment: busy.environment())
+        #expect(doctorBusy.stdout.contains("not plings-bridge") || doctorBusy.stdout.contains("nothing answers"))
+        holder.close()
+        #expect(bridge.waitForLogLine(timeout: 15) { $0.contains("the local interface is up") } != nil)
+        #expect(try get(busy.base + "/healthz") == (200, "ok"))
+        #expect(bridge.stderrText.components(separatedBy: "http: cannot listen").count == 2, "logged once")
+        let doctor = try ProcessRunner.run(
+            binary, ["doctor", "--json", "--config", busy.config, "--spool", busy.spoolPath],
+            environment: busy.environment())
+        guard case .array(let checks) = try JSONParser.parse(Array(doctor.stdout.utf8)) else {
+            Issue.record("doctor --json: \(doctor.stdout)")
+            return
+        }
+        let check = checks.first { $0["name"] == .string("http") }
+        #expect(check?["status"] == .string("ok"), "\(doctor.stdout)")
+    }
+
+    /// A reload moves the listener; a typo in `http.listen` is refused and the interface keeps answering.
+    @Test func aReloadMovesTheListenerAndATypoKeepsIt() throws {
+        let s = try setup()
+        defer { s.dir.remove() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        let moved = try Self.freePort()
+        let body = """
+            {"http": {"listen": "127.0.0.1:%@"}, "nfc": {"enabled": false}, "hid": {"enabled": false},
+             "hidpos": {"enabled": false}, "serial": {"enabled": false}, "location": {"enabled": false}}
+            """
+        try body.replacingOccurrences(of: "%@", with: "\(moved)").write(
+            toFile: s.config, atomically: true, encoding: .utf8)
+        bridge.signal(SIGHUP)
+        #expect(eventually(timeout: 10) { (try? get("http://127.0.0.1:\(moved)/healthz").status) == 200 })
+        #expect(try get(s.base + "/healthz").status == 0)
+        try body.replacingOccurrences(of: "127.0.0.1:%@", with: "localhost:\(moved)").write(
+            toFile: s.config, atomically: true, encoding: .utf8)
+        bridge.signal(SIGHUP)
+        #expect(bridge.waitForLogLine(timeout: 10) { $0.contains("http.listen") } != nil, "\(bridge.stderrText)")
+        #expect(try get("http://127.0.0.1:\(moved)/healthz").status == 200)
+    }
+
+    // MARK: the page in a real browser
+
+    /// Headless Chromium (Debian's `chromium` + `chromium-driver`, driven by `python3-selenium`) against the
+    /// real bridge: a scan shows within a second of its commit, an unrecognized read is marked, a hostile barcode
+    /// shows as text and runs nothing, and after a restart of the bridge the page recovers by itself with no
+    /// missing and no repeated row. The screenshot is kept in `.build/artifacts/bench-page.png`.
+    @Test func thePageInARealBrowser() throws {
+        let s = try setup()
+        defer { s.dir.remove() }
+        let artifacts = Products.packageRoot.appendingPathComponent(".build/artifacts").path
+        try FileManager.default.createDirectory(atPath: artifacts, withIntermediateDirectories: true)
+        let result = try ProcessRunner.run(
+            "/usr/bin/python3",
+            [
+                Products.rig("http/browser_check.py"), "--bridge", binary, "--config", s.config, "--spool", s.spoolPath,
+                "--url", s.base + "/", "--screenshot", artifacts + "/bench-page.png",
+            ], environment: s.environment(), timeout: 180)
+        let report = result.stdoutLines.last.flatMap { try? JSONParser.parse(Array($0.utf8)) }
+        #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")
+        #expect(report?["ok"] == .bool(true), "\(result.stdout)\n\(result.stderr)")
+    }
+}
