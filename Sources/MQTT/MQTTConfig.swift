@@ -5,7 +5,7 @@ import Foundation
 /// no MQTT. The section's keys, its checks across keys, and its resolution into `MQTTSettings` (credentials read
 /// from their files).
 public struct MQTTConfig: ConfigSection {
-    /// `mqtt://host[:1883]` (loopback only unless `allowInsecure`) or `mqtts://host[:8883]`.
+    /// `mqtts://host[:8883]`, or `mqtt://host[:1883]` (plain TCP: to another host only with `allowInsecure`).
     public var url: String?
     public var allowInsecure = false
     public var site = "default"
@@ -19,6 +19,9 @@ public struct MQTTConfig: ConfigSection {
     public var keyFile: String?
     public var keepalive = 60
     public var maxInflight = 20
+    /// Home Assistant MQTT discovery: a tag scanner per source and a connectivity sensor, under `homeAssistantPrefix`.
+    public var homeAssistant = false
+    public var homeAssistantPrefix = "homeassistant"
 
     public init() {}
 
@@ -37,22 +40,26 @@ public struct MQTTConfig: ConfigSection {
         ConfigLoader.optionalText("mqtt.keyFile", \.mqtt.keyFile),
         ConfigLoader.integer("mqtt.keepalive", 5...3600, \.mqtt.keepalive),
         ConfigLoader.integer("mqtt.maxInflight", 1...65_535, \.mqtt.maxInflight),
+        ConfigLoader.flag("mqtt.homeAssistant", \.mqtt.homeAssistant),
+        ConfigLoader.text("mqtt.homeAssistantPrefix", \.mqtt.homeAssistantPrefix) {
+            topicProblem($0, allowLevels: true)
+        },
     ]
 
     public static func validate(_ config: BridgeConfig) throws(ConfigError) { try validate(config.mqtt) }
 
-    /// Checks that need several `mqtt` keys at once: the URL's scheme and host, plain TCP only to loopback unless
-    /// `allowInsecure`, TLS files only with `mqtts://`, a key with its certificate.
+    /// Checks that need several `mqtt` keys at once: the URL's scheme and host, plain TCP to another host only with
+    /// `allowInsecure` (a broker on this box needs no flag: nothing crosses the network), TLS files only with
+    /// `mqtts://`, a key with its certificate.
     static func validate(_ mqtt: MQTTConfig) throws(ConfigError) {
         guard let url = mqtt.url else { return }
         let endpoint = try parse(url)
         if !endpoint.tls {
-            guard mqtt.allowInsecure else {
+            guard mqtt.allowInsecure || LoopbackHost.contains(endpoint.host) else {
                 throw ConfigError(
-                    "mqtt.url uses mqtt:// (plain TCP); use mqtts:// or set mqtt.allowInsecure (loopback only)")
-            }
-            guard LoopbackHost.contains(endpoint.host) else {
-                throw ConfigError("mqtt.url: mqtt:// is allowed only to loopback addresses, not '\(endpoint.host)'")
+                    "mqtt.url uses mqtt:// (plain TCP) to '\(endpoint.host.prefix(64))': credentials and scans would "
+                        + "cross the network unencrypted; use mqtts://, or set mqtt.allowInsecure for a broker on a "
+                        + "trusted LAN")
             }
             if mqtt.caFile != nil || mqtt.certFile != nil || mqtt.keyFile != nil {
                 throw ConfigError("mqtt.caFile/certFile/keyFile need an mqtts:// url")
@@ -111,7 +118,7 @@ public struct MQTTConfig: ConfigSection {
             host: endpoint.host, port: endpoint.port, tls: endpoint.tls, caFile: mqtt.caFile, certFile: mqtt.certFile,
             keyFile: mqtt.keyFile, username: username, password: password,
             topicBase: "\(mqtt.topicPrefix)/\(mqtt.site)/\(deviceID)", deviceID: deviceID, keepalive: mqtt.keepalive,
-            maxInflight: mqtt.maxInflight)
+            maxInflight: mqtt.maxInflight, homeAssistantPrefix: mqtt.homeAssistant ? mqtt.homeAssistantPrefix : nil)
     }
 
     /// A credential file's first line (a trailing newline from `echo secret > file` is not part of it).

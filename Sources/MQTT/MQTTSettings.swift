@@ -19,11 +19,15 @@ public struct MQTTSettings: Sendable, Equatable {
     public var keepalive: Int
     /// Unacknowledged QoS 1 messages at most.
     public var maxInflight: Int
+    /// Home Assistant's discovery prefix when its discovery messages are published; nil: none.
+    public var homeAssistantPrefix: String?
 
     public init(
         host: String, port: Int, tls: Bool, caFile: String?, certFile: String?, keyFile: String?, username: String?,
-        password: String?, topicBase: String, deviceID: String, keepalive: Int, maxInflight: Int
+        password: String?, topicBase: String, deviceID: String, keepalive: Int, maxInflight: Int,
+        homeAssistantPrefix: String? = nil
     ) {
+        self.homeAssistantPrefix = homeAssistantPrefix
         self.host = host
         self.port = port
         self.tls = tls

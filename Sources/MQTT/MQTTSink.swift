@@ -67,6 +67,8 @@ public final class MQTTSink: Sendable {
         var lastLog: String?
         var stats = Stats()
         var publishedStatus: String?
+        /// Home Assistant's discovery messages published on this connection: topic -> payload.
+        var publishedDiscovery: [String: String] = [:]
         /// When the status message is next looked at (monotonic seconds): after a wake-up (a commit, a change of a
         /// source or a sink) or a publish, at most once a second; never on a timer.
         var statusDue = -Double.infinity
@@ -119,6 +121,29 @@ public final class MQTTSink: Sendable {
         if case .object(let fields) = status() { members += fields }
         if !online { members.append(("at", .string(Timestamp.format(Date())))) }
         return JSONValue.object(members).encoded()
+    }
+
+    /// Home Assistant's discovery messages (`mqtt.homeAssistant`), for the sources `status` names: each one that
+    /// changed since this connection began, and an empty retained message for one no longer wanted (a source gone).
+    private func publishDiscovery(_ client: MQTTClient) {
+        guard let prefix = settings.homeAssistantPrefix else { return }
+        var sources: [String] = []
+        if case .object(let members)? = status()["sources"] { sources = members.map(\.0) }
+        let discovery = HomeAssistantDiscovery(
+            prefix: prefix, deviceID: settings.deviceID, topicBase: settings.topicBase, version: BridgeVersion.current)
+        let wanted = Dictionary(
+            discovery.messages(sources: sources).map { ($0.topic, $0.payload) }, uniquingKeysWith: { first, _ in first }
+        )
+        let previous = state.withLock { s in
+            defer { s.publishedDiscovery = wanted }
+            return s.publishedDiscovery
+        }
+        for (topic, payload) in wanted.sorted(by: { $0.key < $1.key }) where previous[topic] != payload {
+            _ = client.publish(topic: topic, payload: Array(payload.utf8), retain: true)
+        }
+        for topic in previous.keys.sorted() where wanted[topic] == nil {
+            _ = client.publish(topic: topic, payload: [], retain: true)
+        }
     }
 
     /// Registers the sink in the spool and starts both threads. A configuration problem (unreadable TLS files) is
@@ -212,6 +237,7 @@ public final class MQTTSink: Sendable {
                     s.holding = !s.inFlight.isEmpty
                     s.wakeRequested = true
                     s.publishedStatus = nil
+                    s.publishedDiscovery = [:]
                     s.statusDue = -Double.infinity
                     if !s.health.isHealthy {
                         note(&s, .info, "mqtt: connected; publishing", [("broker", settings.endpoint)])
@@ -448,6 +474,7 @@ public final class MQTTSink: Sendable {
                     return s.publishedStatus != text
                 }
                 if changed { _ = client.publish(topic: settings.statusTopic, payload: Array(text.utf8), retain: true) }
+                publishDiscovery(client)
             case .read(let after):
                 do {
                     let page = try spool.pendingForSink(MQTTSink.sinkName, afterSeq: after, limit: 500)

@@ -112,6 +112,10 @@ struct ConfigEveryKeyTests {
         Case(path: "mqtt.keyFile", json: #""/etc/k.pem""#, text: "/etc/k.pem") { $0.mqtt.keyFile == "/etc/k.pem" },
         Case(path: "mqtt.keepalive", json: "30", text: "30") { $0.mqtt.keepalive == 30 },
         Case(path: "mqtt.maxInflight", json: "5", text: "5") { $0.mqtt.maxInflight == 5 },
+        Case(path: "mqtt.homeAssistant", json: "true", text: "yes") { $0.mqtt.homeAssistant },
+        Case(path: "mqtt.homeAssistantPrefix", json: #""ha/disc""#, text: "ha/disc") {
+            $0.mqtt.homeAssistantPrefix == "ha/disc"
+        },
         Case(path: "http.listen", json: #""[::1]:9000""#, text: "[::1]:9000") { $0.http.listen == "[::1]:9000" },
         Case(path: "http.tokenFile", json: #""/etc/t""#, text: "/etc/t") { $0.http.tokenFile == "/etc/t" },
         Case(path: "http.certFile", json: #""/etc/c.pem""#, text: "/etc/c.pem") { $0.http.certFile == "/etc/c.pem" },
