@@ -28,11 +28,14 @@ final class ScanFeed: Sendable {
         var statusVersion = 0
         var statusStreams = 0
         var streams = 0
-        var woken = false
         var stopping = false
     }
 
+    /// What the streams wait on: the events and the status. Only the feed's thread changes it after a commit.
     let state = Monitor(State())
+    /// What the feed's thread waits on, apart from the streams' monitor: a commit wakes one thread, not every
+    /// stream, so the pipeline's commit thread is not made to share its core with fifty woken threads.
+    private let wakeups = Monitor((woken: false, stopping: false))
     private let spool: Spool
     private let serviceStatus: @Sendable () -> JSONValue
     private let logger: Logger
@@ -62,23 +65,25 @@ final class ScanFeed: Sendable {
     /// Ends every stream (their reads return nil at once) and the thread.
     func stop() {
         state.update { $0.stopping = true }
+        wakeups.update { $0.stopping = true }
         thread.withLock { $0 }?.join()
     }
 
     /// Scans were committed: read them.
-    func wake() { state.update { $0.woken = true } }
+    func wake() { wakeups.update { $0.woken = true } }
 
     private func follow() {
         // When the status is due next; nil while no stream wants it (then only a commit wakes the thread).
         var statusDue: Double?
         var failing = false
         while true {
-            state.wait(until: statusDue) { $0.stopping || $0.woken }
-            let (stopping, statusWanted) = state.withLock { s in
-                defer { s.woken = false }
-                return (s.stopping, s.statusStreams > 0)
+            wakeups.wait(until: statusDue) { $0.stopping || $0.woken }
+            let stopping = wakeups.withLock { w in
+                defer { w.woken = false }
+                return w.stopping
             }
             if stopping { return }
+            let statusWanted = state.withLock { $0.statusStreams > 0 }
             do {
                 try readNew()
                 if failing { logger.info("http: the spool is readable again") }
@@ -158,15 +163,16 @@ final class ScanFeed: Sendable {
     /// A stream joins (`wantsStatus`: it is sent the status when it changes); the first status stream has the
     /// thread render the status at once.
     func join(wantsStatus: Bool) -> Int {
-        state.update { s in
+        let last = state.update { s in
             s.streams += 1
             if wantsStatus {
                 if s.statusStreams == 0 { s.status = nil }
                 s.statusStreams += 1
-                s.woken = true
             }
             return s.last
         }
+        if wantsStatus { wake() }
+        return last
     }
 
     func leave(wantsStatus: Bool) {

@@ -56,15 +56,21 @@ enum HTTPBenchmark {
             sink.stop(deadline: MonotonicClock.deadline(after: 5))
         }
         let rssBefore = residentKiB()
-        let alone = commitLatencies(pipeline, samples: samples, tag: "A")
+        // Reads 2 ms apart (a stress: each commit meets the previous one's fan-out to every client) and 50 ms apart
+        // (a fast scanner at a bench).
+        _ = commitLatencies(pipeline, samples: 50, tag: "W", interval: 0.002)  // warm-up: caches, the WAL's first pages
+        let alone = commitLatencies(pipeline, samples: samples, tag: "A", interval: 0.002)
+        let aloneSpaced = commitLatencies(pipeline, samples: samples / 3, tag: "D", interval: 0.05)
         // 49 reading clients and one that never reads, all connected for the second round.
         let reading = max(1, clients - 1)
+        // The clients run at the lowest priority: on a bench they are browsers on other machines, and here their
+        // Python would otherwise take the pipeline's core (2 cores) and be measured as the interface's cost.
         guard
             let process = try? RunningProcess(
-                "/usr/bin/python3",
+                "/usr/bin/nice",
                 [
-                    Products.rig("http/sse_clients.py"), "http://127.0.0.1:\(port)/events", "--clients",
-                    String(reading), "--stalled", "1",
+                    "-n", "19", "/usr/bin/python3", Products.rig("http/sse_clients.py"),
+                    "http://127.0.0.1:\(port)/events", "--clients", String(reading), "--stalled", "1",
                 ])
         else {
             print("error: cannot start the SSE clients (python3)")
@@ -75,24 +81,38 @@ enum HTTPBenchmark {
             print("error: the SSE clients did not connect: \(process.stderrText)")
             exit(1)
         }
-        let crowded = commitLatencies(pipeline, samples: samples, tag: "B")
-        let expectedEvents = reading * samples
+        let crowded = commitLatencies(pipeline, samples: samples, tag: "B", interval: 0.002)
+        let crowdedSpaced = commitLatencies(pipeline, samples: samples / 3, tag: "E", interval: 0.05)
+        let expectedEvents = reading * (samples + samples / 3)
         _ = eventually(timeout: 20) { process.outputLines.count >= 1 + reading + expectedEvents }
         let rssWith = residentKiB()
+        process.stop()
+        // None again: how far two rounds without clients differ is the noise.
+        let again = commitLatencies(pipeline, samples: samples, tag: "C", interval: 0.002)
         // Commit -> event, per client and scan.
         var toEvent: [Double] = []
         for line in process.outputLines {
             guard let record = try? JSONParser.parse(Array(line.utf8)), case .number(let t)? = record["t"],
                 case .string(let data)? = record["data"], let scan = try? JSONParser.parse(Array(data.utf8)),
-                case .string(let id)? = scan["id"], let committed = crowded.committedAt[id]
+                case .string(let id)? = scan["id"],
+                let committed = crowded.committedAt[id] ?? crowdedSpaced.committedAt[id]
             else { continue }
             toEvent.append(t - committed)
         }
         var rows = [
             BenchRow(
-                metric: "read -> committed, median of \(samples), \(clients) /events clients (one stalled) vs none",
+                metric:
+                    "read -> committed, reads 2 ms apart, median of \(samples), \(clients) /events clients (one stalled) vs none",
                 ours: median(crowded.latencies) * 1000, baseline: median(alone.latencies) * 1000, unit: "ms",
                 goal: "within noise", higherIsBetter: false),
+            BenchRow(
+                metric: "read -> committed, reads 50 ms apart, median of \(samples / 3), \(clients) clients vs none",
+                ours: median(crowdedSpaced.latencies) * 1000, baseline: median(aloneSpaced.latencies) * 1000,
+                unit: "ms", goal: "within noise", higherIsBetter: false),
+            BenchRow(
+                metric: "read -> committed, median, no client: a second round vs the first (the noise)",
+                ours: median(again.latencies) * 1000, baseline: median(alone.latencies) * 1000, unit: "ms",
+                goal: "info", higherIsBetter: false),
             BenchRow(
                 metric: "read -> committed, p99, \(clients) clients vs none", ours: p99(crowded.latencies) * 1000,
                 baseline: p99(alone.latencies) * 1000, unit: "ms", goal: "info", higherIsBetter: false),
@@ -122,7 +142,7 @@ enum HTTPBenchmark {
     }
 
     /// One read at a time, each timed from `submit` to the pipeline's completion (committed).
-    static func commitLatencies(_ pipeline: Pipeline, samples: Int, tag: String) -> Round {
+    static func commitLatencies(_ pipeline: Pipeline, samples: Int, tag: String, interval: Double) -> Round {
         var round = Round()
         for n in 0..<samples {
             let done = Monitor<(Double, String)?>(nil)
@@ -142,7 +162,7 @@ enum HTTPBenchmark {
             guard let (end, id) = result else { continue }
             round.latencies.append(end - start)
             round.committedAt[id] = end
-            usleep(2_000)
+            MonotonicClock.sleep(seconds: interval)
         }
         return round
     }

@@ -270,6 +270,33 @@ struct HTTPInterfaceTests {
         #expect(refused.stderr.contains("http.listen 0.0.0.0:\(exposed.port) is reachable from other machines"))
     }
 
+    /// `certFile` and `keyFile`: HTTPS, verified by curl against the certificate (openssl made it for 127.0.0.1);
+    /// plain HTTP on that port is not answered as HTTP.
+    @Test func httpsWithACertificate() throws {
+        let dir = TemporaryDirectory("http-tls")
+        defer { dir.remove() }
+        let cert = dir.file("cert.pem")
+        let key = dir.file("key.pem")
+        let made = try ProcessRunner.run(
+            "/usr/bin/openssl",
+            [
+                "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2",
+                "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", key, "-out", cert,
+            ])
+        #expect(made.status == 0, "\(made.stderr)")
+        let s = try setup(http: "\"certFile\": \"\(cert)\", \"keyFile\": \"\(key)\"")
+        defer { s.dir.remove() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(bridge.stderrText.contains("address=https://127.0.0.1:\(s.port)/"))
+        let secure = "https://127.0.0.1:\(s.port)"
+        #expect(try get(secure + "/healthz", ["--cacert", cert]) == (200, "ok"))
+        #expect(try get(secure + "/healthz").status == 0, "an unknown certificate must not be trusted")
+        #expect(try get(s.base + "/healthz").status != 200)
+        let status = try JSONParser.parse(Array(get(secure + "/status", ["--cacert", cert]).body.utf8))
+        #expect(status["http"]?["url"] == .string(secure + "/"))
+    }
+
     /// Another program holds the port: one plain error line, `status` says failing and why, and the interface
     /// comes up by itself once the port is free; `doctor` says what answers there.
     @Test func aBusyPortIsRetriedAndDoctorChecksTheListener() throws {
@@ -344,7 +371,8 @@ struct HTTPInterfaceTests {
             "/usr/bin/python3",
             [
                 Products.rig("http/browser_check.py"), "--bridge", binary, "--config", s.config, "--spool", s.spoolPath,
-                "--url", s.base + "/", "--screenshot", artifacts + "/bench-page.png",
+                "--url", s.base + "/", "--screenshot", artifacts + "/bench-page.png", "--latency-limit",
+                String(1.0 * Products.timeScale),
             ], environment: s.environment(), timeout: 180)
         let report = result.stdoutLines.last.flatMap { try? JSONParser.parse(Array($0.utf8)) }
         #expect(result.status == 0, "\(result.stdout)\n\(result.stderr)")

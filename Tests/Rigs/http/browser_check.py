@@ -70,6 +70,8 @@ def main():
     parser = argparse.ArgumentParser()
     for name in ("--bridge", "--config", "--spool", "--url", "--screenshot"):
         parser.add_argument(name, required=True)
+    # An instrumented build (ThreadSanitizer) runs several times slower: the test scales the promise.
+    parser.add_argument("--latency-limit", type=float, default=1.0)
     args = parser.parse_args()
 
     options = webdriver.ChromeOptions()
@@ -88,7 +90,7 @@ def main():
         shown = wait_for(driver, lambda d: row(d, scan_id), 5)
         latency = time.monotonic() - committed
         report["commitToPageSeconds"] = round(latency, 3)
-        check("a scan shows within 1 s of its commit", shown is not None and latency <= 1.0, latency)
+        check("a scan shows within 1 s of its commit", shown is not None and latency <= args.latency_limit, latency)
         check("a recognized scan shows its identifier",
               shown is not None and shown.find_element(By.CLASS_NAME, "what").text == "BenchPage1")
 
