@@ -90,6 +90,7 @@ extension CLI {
             usage: [
                 "scanners [--json] [options]",
                 "scanners --watch [--count N] [--duration SECONDS] [--pipeline] [options]",
+                "scanners --calibrate [--device /dev/input/eventN] [--layouts LIST] [--timeout SECONDS] [--json]",
             ],
             about: """
                 Lists what each read source could read: every keyboard udev knows (a scanner by the udev rule's
@@ -108,6 +109,18 @@ extension CLI {
                     line as JSON {"device", "raw", "time"}; stops after --count lines or
                     --duration seconds, else runs until interrupted
                     """),
+                Option(
+                    "--calibrate",
+                    """
+                    wait for a keyboard-wedge scanner to read the calibration code and name the
+                    xkb layout (hid.layout) whose keys explain exactly what it typed; JSON:
+                    {"device", "layout", "candidates", "closest", "config"}; exit 1 when none does
+                    """),
+                Option("--device", value: "PATH", "with --calibrate: this evdev node instead of the matched scanners"),
+                Option("--timeout", value: "SECONDS", "with --calibrate: how long to wait for the scan (default 60)"),
+                Option(
+                    "--layouts", value: "LIST",
+                    "with --calibrate: only these layouts (de: with its variants; de(nodeadkeys): that one)"),
                 Option("--count", value: "N", "with --watch: stop after N lines"),
                 Option("--duration", value: "SECONDS", "with --watch: stop after this many seconds"),
                 Option(

@@ -17,6 +17,9 @@ extension CLI {
         if args.has("--watch") {
             return try watchScanners(args, settings)
         }
+        if args.has("--calibrate") {
+            return try calibrate(args, settings)
+        }
         // Every registered source's devices, in the registry's order: keyboards, HID POS nodes, serial ports.
         let listings = SourceRegistry.modules.flatMap { $0.listDevices?(settings.config) ?? [] }
         if args.json {
@@ -100,5 +103,89 @@ extension CLI {
         source.stop()
         pipeline?.stop()
         return 0
+    }
+
+    /// `scanners --calibrate`: waits (up to `--timeout`, 60 s) for a keyboard-wedge scanner to read the calibration
+    /// code, then names the xkb layout whose keys explain exactly what it typed (`LayoutCalibration`). Exit 0 when
+    /// one does, 1 when none does or nothing was scanned.
+    private func calibrate(_ args: Arguments, _ settings: Settings) throws -> Int32 {
+        let timeout = try args.value("--timeout").map { try DurationText.wait($0, flag: "--timeout") } ?? 60
+        let scanners: [(node: String, name: String)]
+        if let device = args.value("--device") {
+            scanners = [(device, device)]
+        } else {
+            scanners = HIDSource.scan(config: settings.config.hid).filter(\.matched).map {
+                ($0.devnode, $0.stableName ?? $0.name)
+            }
+        }
+        guard !scanners.isEmpty else {
+            throw CommandFailure.runtime(
+                "no keyboard-wedge scanner found: plug one in (plings-bridge scanners lists what udev sees), or name "
+                    + "its node with --device /dev/input/eventN")
+        }
+        // Compiling xkb-data's ~1000 layouts takes a while: done while the person fetches the sheet.
+        var names = ScannerCalibration.catalogNames()
+        if let list = args.value("--layouts") {
+            let (chosen, unknown) = ScannerCalibration.catalogNames(among: list.split(separator: ",").map(String.init))
+            guard unknown.isEmpty, !chosen.isEmpty else {
+                throw CommandFailure.usage(
+                    "--layouts: xkb-data has no layout \(unknown.map { "'\(TerminalText.escape($0))'" }.joined(separator: ", "))"
+                )
+            }
+            names = chosen
+        }
+        let candidates = names
+        let warm = OwnThread(name: "xkb-compile") { for name in candidates { _ = try? XKBLayouts.layout(name) } }
+        logger.info(
+            "scan the calibration code now (plings-bridge scanners --calibration-sheet prints it)",
+            [("scanners", scanners.map(\.name).joined(separator: ", ")), ("timeout", "\(Int(timeout)) s")])
+        let capture: CalibrationCapture.Capture?
+        do {
+            capture = try CalibrationCapture.capture(scanners, deadline: MonotonicClock.deadline(after: timeout))
+        } catch {
+            throw CommandFailure.runtime(error.description)
+        }
+        warm.join()
+        guard let capture else {
+            throw CommandFailure.runtime(
+                "no scan within \(Int(timeout)) s: scan the calibration code (or use --timeout)")
+        }
+        let verdict = ScannerCalibration.detect(capture.events, among: names)
+        if args.json {
+            let closest = verdict.closest.map { reading in
+                JSONValue.object([
+                    ("layout", .string(reading.layout)),
+                    ("unmatched", .array(reading.unmatched.map { .string(String($0)) })),
+                    ("typed", reading.decoded.map(JSONValue.string) ?? .null),
+                ])
+            }
+            print(
+                JSONValue.object([
+                    ("device", .string(capture.device)), ("layout", verdict.layout.map(JSONValue.string) ?? .null),
+                    ("candidates", .array(verdict.candidates.map(JSONValue.string))), ("closest", closest ?? .null),
+                    ("config", verdict.layout.map { .string(#""hid": {"layout": "\#($0)"}"#) } ?? .null),
+                ]).encoded())
+            return verdict.layout == nil ? 1 : 0
+        }
+        if let layout = verdict.layout {
+            print("\(TerminalText.escape(capture.device)) types as the '\(layout)' keyboard layout")
+            let others = verdict.candidates.dropFirst()
+            if !others.isEmpty {
+                print(
+                    "  (these type the code with the same keys too: \(others.prefix(8).joined(separator: ", "))\(others.count > 8 ? ", ..." : ""))"
+                )
+            }
+            print("  set it in the configuration: \"hid\": {\"layout\": \"\(layout)\"}")
+            print("  (a scanner whose country differs from the others: a hid.match entry with its own \"layout\")")
+            return 0
+        }
+        print("no keyboard layout explains what \(TerminalText.escape(capture.device)) typed")
+        if let closest = verdict.closest {
+            let wrong = closest.unmatched.map { TerminalText.escape(String($0)) }.joined(separator: " ")
+            print("  closest: '\(closest.layout)', which does not produce: \(wrong)")
+        }
+        print("  set the scanner's keyboard country (its manual's country codes) to the keyboard layout in use,")
+        print("  or to US English and hid.layout \"us\"")
+        return 1
     }
 }
