@@ -35,6 +35,8 @@ let package = Package(
         .target(name: "CMosquittoShim", linkerSettings: [.linkedLibrary("mosquitto"), .linkedLibrary("crypto")]),
         // libmicrohttpd (the local HTTP interface) behind plain functions: MHD_start_daemon is variadic.
         .target(name: "CMicroHTTPDShim", linkerSettings: [.linkedLibrary("microhttpd")]),
+        // libqrencode: QR Codes for the scanner calibration sheet.
+        .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
         // evdev ioctl numbers and `struct input_event` access: function-like macros Swift cannot import.
         .target(name: "CEvdevShim"),
         // libxkbcommon: keymaps from xkb-data and the compose tables, compiled once per layout.
@@ -61,6 +63,8 @@ let package = Package(
         .target(
             name: "HTTPInterface",
             dependencies: ["BridgeCore", "Logging", "Spool", "CMicroHTTPDShim", "Platform", "Plugins"]),
+        // QR Code symbols (libqrencode).
+        .target(name: "QRCode", dependencies: ["CQREncode"]),
         // The gpsd client (one connection on its own thread) and the fixed-location fallback.
         .target(name: "Location", dependencies: ["BridgeCore", "Logging", "CGPSShim", "Platform"]),
         // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
@@ -89,7 +93,7 @@ let package = Package(
             name: "plings-bridge",
             dependencies: [
                 "Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform", "Plugins",
-                "Forwarder", "ReadPipeline",
+                "Forwarder", "ReadPipeline", "QRCode",
             ]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(

@@ -91,6 +91,7 @@ extension CLI {
                 "scanners [--json] [options]",
                 "scanners --watch [--count N] [--duration SECONDS] [--pipeline] [options]",
                 "scanners --calibrate [--device /dev/input/eventN] [--layouts LIST] [--timeout SECONDS] [--json]",
+                "scanners --calibration-sheet FILE.svg|FILE.png",
             ],
             about: """
                 Lists what each read source could read: every keyboard udev knows (a scanner by the udev rule's
@@ -117,6 +118,9 @@ extension CLI {
                     {"device", "layout", "candidates", "closest", "config"}; exit 1 when none does
                     """),
                 Option("--device", value: "PATH", "with --calibrate: this evdev node instead of the matched scanners"),
+                Option(
+                    "--calibration-sheet", value: "FILE",
+                    "write the printable calibration sheet (the calibration code and three test codes) as SVG or PNG"),
                 Option("--timeout", value: "SECONDS", "with --calibrate: how long to wait for the scan (default 60)"),
                 Option(
                     "--layouts", value: "LIST",

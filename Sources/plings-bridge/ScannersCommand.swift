@@ -5,6 +5,7 @@ import HID
 import Logging
 import Spool
 import Platform
+import QRCode
 import ReadPipeline
 
 extension CLI {
@@ -19,6 +20,9 @@ extension CLI {
         }
         if args.has("--calibrate") {
             return try calibrate(args, settings)
+        }
+        if let file = args.value("--calibration-sheet") {
+            return try calibrationSheet(file)
         }
         // Every registered source's devices, in the registry's order: keyboards, HID POS nodes, serial ports.
         let listings = SourceRegistry.modules.flatMap { $0.listDevices?(settings.config) ?? [] }
@@ -187,5 +191,32 @@ extension CLI {
         print("  set the scanner's keyboard country (its manual's country codes) to the keyboard layout in use,")
         print("  or to US English and hid.layout \"us\"")
         return 1
+    }
+
+    /// `scanners --calibration-sheet FILE.svg|FILE.png`: the printable sheet with the calibration code
+    /// (`CalibrationSheet`), its QR Codes made by libqrencode.
+    private func calibrationSheet(_ file: String) throws -> Int32 {
+        let lower = file.lowercased()
+        guard lower.hasSuffix(".svg") || lower.hasSuffix(".png") else {
+            throw CommandFailure.usage("--calibration-sheet: the file must end in .svg (to print) or .png")
+        }
+        var codes: [CalibrationSheet.Code] = []
+        for (title, text) in CalibrationSheet.contents {
+            let matrix: QRCodeMatrix
+            do {
+                matrix = try QRCodeMatrix.encode(Array(text.utf8))
+            } catch {
+                throw CommandFailure.runtime("cannot make the QR Code '\(title)': \(error.description)")
+            }
+            codes.append(CalibrationSheet.Code(title: title, text: text, width: matrix.width, modules: matrix.modules))
+        }
+        let bytes = lower.hasSuffix(".svg") ? Array(CalibrationSheet.svg(codes).utf8) : CalibrationSheet.png(codes)
+        guard FileManager.default.createFile(atPath: file, contents: Data(bytes)) else {
+            throw CommandFailure.runtime("cannot write \(TerminalText.escape(file))")
+        }
+        print(
+            "wrote \(TerminalText.escape(file)): \(codes.count) codes (print it, then: plings-bridge scanners --calibrate)"
+        )
+        return 0
     }
 }
