@@ -145,12 +145,18 @@ extension CLI {
             handler: .parsed { try $0.readers($1) }),
         Command(
             "test-read", summary: "read N taps and show UID, URL, APDUs and timings (for hardware testers)",
-            usage: ["test-read [--reader NAME] [--count N] [--timeout S] [--json] [options]"],
+            usage: [
+                "test-read [--reader NAME] [--count N] [--timeout S] [--json] [options]",
+                "test-read --count N [--report FILE.html] [--junit FILE.xml] [--max-p95 MS] [--min-success PCT]",
+            ],
             about: """
                 Waits for N taps (default 1) and prints, per tap, the UID, tag kind, URL, APDU count, detect-to-read
                 and read time, or the error; then a summary with the success rate and the median and p95
-                detect-to-read time. Nothing is spooled. Exit 1 when a read failed or a tap did not come in time.
-                JSON: one object per tap, then {"summary": {...}}.
+                detect-to-read time. Nothing is spooled. Exit 1 when a read failed or a tap did not come in time;
+                with pass criteria (--max-p95, --min-success), exit 1 when they are not met.
+                JSON: one object per tap, then {"summary": {...}}. --report writes a self-contained HTML report
+                (setup, histogram, taps, verdict) to file, --junit JUnit XML (a test case per tap and one for the
+                criteria) for a lab's CI.
                 """,
             options: [
                 Option(
@@ -158,6 +164,11 @@ extension CLI {
                 ),
                 Option("--count", value: "N", "taps to wait for (default 1)"),
                 Option("--timeout", value: "S", "seconds to wait for each tap (default 60)"),
+                Option(
+                    "--report", value: "FILE", "write an HTML report (one self-contained file, prints on 1-2 pages)"),
+                Option("--junit", value: "FILE", "write JUnit XML: a test case per tap, one for the pass criteria"),
+                Option("--max-p95", value: "MS", "pass only if the p95 detect-to-read time is at most MS"),
+                Option("--min-success", value: "PCT", "pass only if at least PCT percent of the taps read"),
             ],
             handler: .parsed { try $0.testRead($1) }),
         Command(

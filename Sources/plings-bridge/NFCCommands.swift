@@ -76,6 +76,9 @@ extension CLI {
 
         // test-read reads and reports; it spools nothing (the submit is a no-op). Taps arrive on the reader's
         // thread; this command waits for them on the main thread, each wait on the monotonic clock.
+        _ = try Self.criteria(args)  // a malformed criterion is refused before the first tap
+        let startedAt = Date()
+        let began = MonotonicClock.now()
         let taps = Monitor([NFCTapEvent]())
         let source = NFCSource(
             config: nfc, hosts: config.hosts, logger: logger, submit: { _ in },
@@ -96,12 +99,29 @@ extension CLI {
                 }
                 for event in taps.withLock({ Array($0[seen...]) }) where seen < count {
                     seen += 1
-                    print(json ? Self.tapJSON(event, number: seen).encoded() : Self.tapLine(event, number: seen))
+                    // Each tap as it happens, also into a pipe (`test-read --json | jq`), where print() would hold
+                    // it in stdout's buffer until the run ends: one write(2) per tap.
+                    let text = json ? Self.tapJSON(event, number: seen).encoded() : Self.tapLine(event, number: seen)
+                    FileHandle.standardOutput.write(Data((text + "\n").utf8))
                 }
             }
             return (Array(taps.withLock { $0 }.prefix(count)), false)
         }()
 
+        try writeReports(args, events: events, requested: count, startedAt: startedAt, began: began)
+        if let criteria = try Self.criteria(args) {
+            // Pass criteria decide the exit code (a lab may accept a failed tap in a hundred).
+            let report = Self.report(events, requested: count, criteria: criteria, startedAt: startedAt, began: began)
+            Self.printSummary(events, count: count, timedOut: timedOut, json: json)
+            if !report.passed { logger.error("test-read: FAIL: \(report.failures.joined(separator: "; "))") }
+            return report.passed ? 0 : 1
+        }
+        Self.printSummary(events, count: count, timedOut: timedOut, json: json)
+        return events.allSatisfy(\.succeeded) && !timedOut ? 0 : 1
+    }
+
+    /// The summary line (or object) after the taps.
+    static func printSummary(_ events: [NFCTapEvent], count: Int, timedOut: Bool, json: Bool) {
         let readTimes = events.filter(\.succeeded).map { $0.detectToReadSeconds * 1000 }.sorted()
         let failed = events.filter { !$0.succeeded }.count
         let missing = count - events.count
@@ -128,7 +148,78 @@ extension CLI {
                     + "\(failed) failed\(missing > 0 ? ", \(missing) not tapped" : ""); "
                     + "detect-to-read median \(median) ms, p95 \(p95) ms")
         }
-        return failed == 0 && !timedOut ? 0 : 1
+    }
+
+    /// `--max-p95 MS` and `--min-success PCT`, or nil when neither is given.
+    static func criteria(_ args: Arguments) throws -> TestRunReport.Criteria? {
+        func number(_ flag: String, _ range: ClosedRange<Double>) throws -> Double? {
+            try args.value(flag).map { text in
+                guard let value = Double(text), range.contains(value) else {
+                    throw CommandFailure.usage(
+                        "\(flag) takes a number from \(Int(range.lowerBound)) to \(Int(range.upperBound))")
+                }
+                return value
+            }
+        }
+        let p95 = try number("--max-p95", 0...3_600_000)
+        let success = try number("--min-success", 0...100)
+        return p95 == nil && success == nil
+            ? nil : TestRunReport.Criteria(maxP95Milliseconds: p95, minSuccessPercent: success)
+    }
+
+    /// The report of a run: setup from the taps themselves (reader, ATR, profile, tag kinds), one attempt per tap.
+    static func report(
+        _ events: [NFCTapEvent], requested: Int, criteria: TestRunReport.Criteria, startedAt: Date, began: Double
+    ) -> TestRunReport {
+        func distinct(_ values: [String]) -> String {
+            var seen: [String] = []
+            for value in values where !seen.contains(value) { seen.append(value) }
+            return seen.isEmpty ? "-" : seen.joined(separator: ", ")
+        }
+        var system = utsname()
+        uname(&system)
+        let kernel = withUnsafeBytes(of: &system.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+        let setup: [(String, String)] = [
+            ("reader", distinct(events.map(\.reader))),
+            ("ATR", distinct(events.map { NFCHex.bytes($0.atr, separator: " ") })),
+            ("profile", distinct(events.map { "\($0.profile.rawValue) (\($0.profile.capabilities))" })),
+            ("tag kinds", distinct(events.map(\.kind.description))),
+            ("plings-bridge", BridgeVersion.current), ("kernel", kernel),
+        ]
+        let attempts = events.enumerated().map { index, event in
+            TestRunReport.Attempt(
+                number: index + 1, ok: event.succeeded,
+                milliseconds: event.succeeded ? event.detectToReadSeconds * 1000 : nil,
+                details: [
+                    ("tag", event.kind.description), ("UID", event.uidHex ?? "-"), ("APDUs", String(event.apduCount)),
+                    ("connect ms", ms(event.connectSeconds * 1000)), ("read ms", ms(event.readSeconds * 1000)),
+                    (
+                        "URL",
+                        event.read.map(\.raw).flatMap { $0.isEmpty ? nil : $0 } ?? event.result?.noURLReason ?? "-"
+                    ),
+                ], error: event.error)
+        }
+        return TestRunReport(
+            title: "NFC test-read: \(distinct(events.map(\.reader)))", suite: "test-read", setup: setup,
+            attempts: attempts, requested: requested, criteria: criteria, startedAt: startedAt,
+            seconds: MonotonicClock.now() - began)
+    }
+
+    /// `--report FILE.html` and `--junit FILE.xml`, written whatever the outcome.
+    func writeReports(
+        _ args: Arguments, events: [NFCTapEvent], requested: Int, startedAt: Date, began: Double
+    ) throws {
+        guard args.value("--report") != nil || args.value("--junit") != nil else { return }
+        let report = Self.report(
+            events, requested: requested, criteria: try Self.criteria(args) ?? TestRunReport.Criteria(),
+            startedAt: startedAt, began: began)
+        for (flag, text) in [("--report", report.html()), ("--junit", report.junit())] {
+            guard let path = args.value(flag) else { continue }
+            guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) else {
+                throw CommandFailure.runtime("\(flag): cannot write \(TerminalText.escape(path))")
+            }
+            logger.info("test-read: wrote \(flag == "--report" ? "the report" : "the JUnit XML")", [("path", path)])
+        }
     }
 
     static func tapJSON(_ event: NFCTapEvent, number: Int) -> JSONValue {
