@@ -92,6 +92,7 @@ extension CLI {
                 "scanners --watch [--count N] [--duration SECONDS] [--pipeline] [options]",
                 "scanners --calibrate [--device /dev/input/eventN] [--layouts LIST] [--timeout SECONDS] [--json]",
                 "scanners --calibration-sheet FILE.svg|FILE.png",
+                "scanners --test [--count N] [--expect TEXT] [--report FILE.html] [--junit FILE.xml] [--max-p95 MS]",
             ],
             about: """
                 Lists what each read source could read: every keyboard udev knows (a scanner by the udev rule's
@@ -118,6 +119,19 @@ extension CLI {
                     {"device", "layout", "candidates", "closest", "config"}; exit 1 when none does
                     """),
                 Option("--device", value: "PATH", "with --calibrate: this evdev node instead of the matched scanners"),
+                Option(
+                    "--test",
+                    """
+                    bench acceptance: scan a code --count times (default 10), each compared with
+                    --expect TEXT (default: any code of the calibration sheet), with the characters
+                    it got wrong and its typing time; --report, --junit, --max-p95 and
+                    --min-success as test-read has them
+                    """),
+                Option("--expect", value: "TEXT", "with --test: the text every scan must give"),
+                Option("--report", value: "FILE", "with --test: write an HTML report"),
+                Option("--junit", value: "FILE", "with --test: write JUnit XML (a test case per scan)"),
+                Option("--max-p95", value: "MS", "with --test: pass only if the p95 typing time is at most MS"),
+                Option("--min-success", value: "PCT", "with --test: pass only if at least PCT percent scan right"),
                 Option(
                     "--calibration-sheet", value: "FILE",
                     "write the printable calibration sheet (the calibration code and three test codes) as SVG or PNG"),

@@ -205,7 +205,7 @@ extension CLI {
             seconds: MonotonicClock.now() - began)
     }
 
-    /// `--report FILE.html` and `--junit FILE.xml`, written whatever the outcome.
+    /// `--report FILE.html` and `--junit FILE.xml` of `test-read`, written whatever the outcome.
     func writeReports(
         _ args: Arguments, events: [NFCTapEvent], requested: Int, startedAt: Date, began: Double
     ) throws {
@@ -213,12 +213,17 @@ extension CLI {
         let report = Self.report(
             events, requested: requested, criteria: try Self.criteria(args) ?? TestRunReport.Criteria(),
             startedAt: startedAt, began: began)
+        try writeReports(args, report: report, command: "test-read")
+    }
+
+    /// Writes `report` where `--report` (HTML) and `--junit` (JUnit XML) say.
+    func writeReports(_ args: Arguments, report: TestRunReport, command: String) throws {
         for (flag, text) in [("--report", report.html()), ("--junit", report.junit())] {
             guard let path = args.value(flag) else { continue }
             guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8)) else {
                 throw CommandFailure.runtime("\(flag): cannot write \(TerminalText.escape(path))")
             }
-            logger.info("test-read: wrote \(flag == "--report" ? "the report" : "the JUnit XML")", [("path", path)])
+            logger.info("\(command): wrote \(flag == "--report" ? "the report" : "the JUnit XML")", [("path", path)])
         }
     }
 

@@ -24,6 +24,9 @@ extension CLI {
         if let file = args.value("--calibration-sheet") {
             return try calibrationSheet(file)
         }
+        if args.has("--test") {
+            return try scannerTest(args, settings)
+        }
         // Every registered source's devices, in the registry's order: keyboards, HID POS nodes, serial ports.
         let listings = SourceRegistry.modules.flatMap { $0.listDevices?(settings.config) ?? [] }
         if args.json {
@@ -114,19 +117,7 @@ extension CLI {
     /// one does, 1 when none does or nothing was scanned.
     private func calibrate(_ args: Arguments, _ settings: Settings) throws -> Int32 {
         let timeout = try args.value("--timeout").map { try DurationText.wait($0, flag: "--timeout") } ?? 60
-        let scanners: [(node: String, name: String)]
-        if let device = args.value("--device") {
-            scanners = [(device, device)]
-        } else {
-            scanners = HIDSource.scan(config: settings.config.hid).filter(\.matched).map {
-                ($0.devnode, $0.stableName ?? $0.name)
-            }
-        }
-        guard !scanners.isEmpty else {
-            throw CommandFailure.runtime(
-                "no keyboard-wedge scanner found: plug one in (plings-bridge scanners lists what udev sees), or name "
-                    + "its node with --device /dev/input/eventN")
-        }
+        let scanners = try keyboardScanners(args, settings).map { (node: $0.node, name: $0.name) }
         // Compiling xkb-data's ~1000 layouts takes a while: done while the person fetches the sheet.
         var names = ScannerCalibration.catalogNames()
         if let list = args.value("--layouts") {
@@ -143,9 +134,9 @@ extension CLI {
         logger.info(
             "scan the calibration code now (plings-bridge scanners --calibration-sheet prints it)",
             [("scanners", scanners.map(\.name).joined(separator: ", ")), ("timeout", "\(Int(timeout)) s")])
-        let capture: CalibrationCapture.Capture?
+        let capture: KeystrokeCapture.Line?
         do {
-            capture = try CalibrationCapture.capture(scanners, deadline: MonotonicClock.deadline(after: timeout))
+            capture = try KeystrokeCapture(scanners).nextLine(deadline: MonotonicClock.deadline(after: timeout))
         } catch {
             throw CommandFailure.runtime(error.description)
         }
@@ -218,5 +209,123 @@ extension CLI {
             "wrote \(TerminalText.escape(file)): \(codes.count) codes (print it, then: plings-bridge scanners --calibrate)"
         )
         return 0
+    }
+
+    /// The keyboard-wedge scanners `--calibrate` and `--test` read: `--device`, else every matched one, each with
+    /// the layout its configuration gives it.
+    private func keyboardScanners(_ args: Arguments, _ settings: Settings) throws -> [(
+        node: String, name: String, layout: String
+    )] {
+        let hid = settings.config.hid
+        if let device = args.value("--device") { return [(device, device, hid.layout)] }
+        let scanners = HIDSource.scan(config: hid).filter(\.matched).map {
+            ($0.devnode, $0.stableName ?? $0.name, $0.layout ?? hid.layout)
+        }
+        guard !scanners.isEmpty else {
+            throw CommandFailure.runtime(
+                "no keyboard-wedge scanner found: plug one in (plings-bridge scanners lists what udev sees), or name "
+                    + "its node with --device /dev/input/eventN")
+        }
+        return scanners
+    }
+
+    /// `scanners --test --count N`: bench acceptance. Each scan (of `--expect TEXT`, else of any code on the
+    /// calibration sheet) is decoded with the scanner's configured layout and compared with the text; per scan the
+    /// characters it got wrong and the typing time (first key press to Enter, by the kernel's event times). The
+    /// same `--report`/`--junit` and pass criteria as `test-read`.
+    private func scannerTest(_ args: Arguments, _ settings: Settings) throws -> Int32 {
+        let count =
+            try args.value("--count").map { text -> Int in
+                guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--count must be a positive number") }
+                return n
+            } ?? 10
+        let timeout = try args.value("--timeout").map { try DurationText.wait($0, flag: "--timeout") } ?? 60
+        let criteria = try Self.criteria(args)
+        let scanners = try keyboardScanners(args, settings)
+        let expected = args.value("--expect").map { [$0] } ?? CalibrationSheet.contents.map(\.text)
+        var layouts: [String: KeyboardLayout] = [:]
+        for scanner in scanners {
+            do {
+                layouts[scanner.name] = try XKBLayouts.layout(scanner.layout)
+            } catch {
+                throw CommandFailure.config("hid.layout '\(scanner.layout)': \(error.description)")
+            }
+        }
+        let capture: KeystrokeCapture
+        do {
+            capture = try KeystrokeCapture(scanners.map { ($0.node, $0.name) })
+        } catch {
+            throw CommandFailure.runtime(error.description)
+        }
+        defer { capture.close() }
+        logger.info(
+            "scanners --test: scan \(count) time(s)",
+            [("scanners", scanners.map(\.name).joined(separator: ", ")), ("timeout", "\(Int(timeout)) s per scan")])
+        let startedAt = Date()
+        let began = MonotonicClock.now()
+        var attempts: [TestRunReport.Attempt] = []
+        while attempts.count < count {
+            let line: KeystrokeCapture.Line?
+            do {
+                line = try capture.nextLine(deadline: MonotonicClock.deadline(after: timeout))
+            } catch {
+                throw CommandFailure.runtime(error.description)
+            }
+            guard let line, let layout = layouts[line.device] ?? layouts.values.first else {
+                logger.error("scanners --test: no scan within \(Int(timeout)) s")
+                break
+            }
+            // The text this scan meant: the expected one it gets fewest characters wrong of.
+            let readings = expected.map { LayoutCalibration.read(line.events, layout: layout, expected: $0) }
+            let best = readings.min { $0.unmatched.count < $1.unmatched.count } ?? readings[0]
+            let typed = best.decoded ?? ""
+            let target = expected[readings.firstIndex { $0 == best } ?? 0]
+            let ok = typed == target
+            let error =
+                ok
+                ? nil
+                : "typed \(TerminalText.escape(typed).prefix(120)) for \(TerminalText.escape(target).prefix(120)): "
+                    + "\(best.unmatched.count) character(s) wrong (\(best.unmatched.map { TerminalText.escape(String($0)) }.joined(separator: " ")))"
+            let attempt = TestRunReport.Attempt(
+                number: attempts.count + 1, ok: ok, milliseconds: line.typingMilliseconds,
+                details: [
+                    ("scanner", line.device), ("layout", layout.name), ("characters", String(typed.count)),
+                    ("wrong", String(best.unmatched.count)),
+                ], error: error)
+            attempts.append(attempt)
+            let text =
+                args.json
+                ? JSONValue.object([
+                    ("scan", .integer(attempt.number)), ("device", .string(line.device)), ("ok", .bool(ok)),
+                    ("typed", .string(typed)), ("expected", .string(target)),
+                    ("wrong", .array(best.unmatched.map { .string(String($0)) })),
+                    ("typingMs", line.typingMilliseconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
+                ]).encoded()
+                : "scan \(attempt.number): \(TerminalText.escape(line.device))  \(ok ? "ok" : "WRONG")  "
+                    + "\(line.typingMilliseconds.map { String(format: "%.1f ms", $0) } ?? "-")"
+                    + (error.map { "\n  \($0)" } ?? "")
+            FileHandle.standardOutput.write(Data((text + "\n").utf8))
+        }
+        let report = TestRunReport(
+            title: "Scanner test: \(scanners.map(\.name).joined(separator: ", "))", suite: "scanners-test",
+            setup: [
+                ("scanners", scanners.map { "\($0.name) (\($0.node))" }.joined(separator: ", ")),
+                ("layouts", scanners.map(\.layout).joined(separator: ", ")),
+                ("expected", expected.count == 1 ? expected[0] : "any code of the calibration sheet"),
+                ("plings-bridge", BridgeVersion.current),
+            ], attempts: attempts, requested: count, criteria: criteria ?? TestRunReport.Criteria(),
+            startedAt: startedAt, seconds: MonotonicClock.now() - began, attemptName: "scan",
+            timeName: "Typing times (first key press to Enter)")
+        try writeReports(args, report: report, command: "scanners --test")
+        let summary =
+            "summary: \(report.okCount)/\(count) scanned right (\(String(format: "%.0f", report.successPercent))%); "
+            + "typing median \(report.median.map { String(format: "%.1f", $0) } ?? "-") ms, "
+            + "p95 \(report.p95.map { String(format: "%.1f", $0) } ?? "-") ms"
+        print(
+            args.json
+                ? JSONValue.object([("summary", .string(summary)), ("passed", .bool(report.passed))]).encoded()
+                : summary)
+        if !report.passed { logger.error("scanners --test: FAIL: \(report.failures.joined(separator: "; "))") }
+        return report.passed ? 0 : 1
     }
 }

@@ -65,6 +65,13 @@ struct CalibrateCommandTests {
 
     /// `layouts` nil: the whole catalog (~1000 layouts and variants, ~10 s to compile).
     func calibrate(_ events: [InputEvent], layouts: String? = nil) throws -> (result: ProcessResult, json: JSONValue?) {
+        let (result, lines) = try scanners(
+            events, ["--calibrate", "--json", "--timeout", "30"] + (layouts.map { ["--layouts", $0] } ?? []))
+        return (result, lines.last)
+    }
+
+    /// `plings-bridge scanners ARGUMENTS` with the Zebra scanner typing `events`; the JSON lines it printed.
+    func scanners(_ events: [InputEvent], _ arguments: [String]) throws -> (result: ProcessResult, lines: [JSONValue]) {
         let dir = TemporaryDirectory("calibrate")
         defer { dir.remove() }
         let file = dir.file("event3.events")
@@ -73,10 +80,43 @@ struct CalibrateCommandTests {
             "/usr/bin/umockdev-run",
             [
                 "-d", Products.rig("hid/zebra-event3.umockdev"), "-e", "/dev/input/event3=\(file)", "--", binary,
-                "scanners", "--calibrate", "--json", "--timeout", "30",
-            ] + (layouts.map { ["--layouts", $0] } ?? []), environment: Products.isolatedEnvironment(home: dir.path),
-            timeout: 90)
-        return (result, result.stdoutLines.last.flatMap { try? JSONParser.parse(Array($0.utf8)) })
+                "scanners",
+            ] + arguments, environment: Products.isolatedEnvironment(home: dir.path), timeout: 90)
+        return (result, result.stdoutLines.compactMap { try? JSONParser.parse(Array($0.utf8)) })
+    }
+
+    /// `scanners --test`: four scans of the sheet's Plings URL on a US scanner, the third with its `/` key sending
+    /// `-`: three right, one wrong with the characters it got wrong; 75% passes `--min-success 70`, and the
+    /// JUnit XML has the wrong scan as its one failure.
+    @Test func theScannerTestComparesEveryScan() throws {
+        let url = "https://s.plings.io/?t=q&i=4kyQCd5tMDjJVW&p=4.2.3.3.6"
+        let us = try XKBLayouts.layout("us")
+        var events: [InputEvent] = []
+        for n in 0..<4 {
+            var line = Script.typing(url, us, start: 1_000_000 + Int64(n) * 1_500_000)
+            if n == 2 {
+                line = line.map { event in
+                    var copy = event
+                    if copy.type == Evdev.EV_KEY, copy.code == Evdev.KEY_SLASH { copy.code = Evdev.KEY_MINUS }
+                    return copy
+                }
+            }
+            events += line
+        }
+        let dir = TemporaryDirectory("scanner-test")
+        defer { dir.remove() }
+        let junit = dir.file("scans.xml")
+        let (result, lines) = try scanners(
+            events, ["--test", "--count", "4", "--json", "--timeout", "30", "--junit", junit, "--min-success", "70"])
+        #expect(result.status == 0, "\(result.stdout) \(result.stderr)")
+        let scans = lines.filter { $0["scan"] != nil }
+        #expect(scans.map { $0["ok"] } == [true, true, false, true].map(JSONValue.bool), "\(result.stdout)")
+        // On a US keyboard `?` is Shift and the `/` key: both come out wrong.
+        #expect(scans.count == 4 && scans[2]["wrong"] == .array([.string("/"), .string("?")]), "\(result.stdout)")
+        #expect(scans.first?["typed"] == .string(url))
+        #expect(scans.allSatisfy { ($0["typingMs"]?.doubleValue ?? -1) > 0 })
+        let xml = (try? String(contentsOfFile: junit, encoding: .utf8)) ?? ""
+        #expect(xml.contains(#"failures="1""#) && xml.contains(#"name="scan 3""#), "\(xml)")
     }
 
     /// A bench's region: the common countries of western Europe and the US (the whole catalog is the default, and

@@ -42,11 +42,17 @@ public struct TestRunReport: Sendable {
     public var criteria: Criteria
     public var startedAt: Date
     public var seconds: Double
+    /// What one attempt is called (`tap`, `scan`) and what its time measures.
+    public var attemptName: String
+    public var timeName: String
 
     public init(
         title: String, suite: String, setup: [(String, String)], attempts: [Attempt], requested: Int,
-        criteria: Criteria, startedAt: Date, seconds: Double
+        criteria: Criteria, startedAt: Date, seconds: Double, attemptName: String = "tap",
+        timeName: String = "Detect-to-read times"
     ) {
+        self.attemptName = attemptName
+        self.timeName = timeName
         self.title = title
         self.suite = suite
         self.setup = setup
@@ -156,7 +162,8 @@ public struct TestRunReport: Sendable {
         for (key, value) in setup + [("started", ISO8601DateFormatter().string(from: startedAt))] + criteriaRows {
             page += "<tr><th>\(Self.escape(key))</th><td>\(Self.escape(value))</td></tr>\n"
         }
-        page += "</table>\n<h2>Detect-to-read times</h2>\n" + histogramSVG() + "\n<h2>Taps</h2>\n<table><tr><th>#</th>"
+        page += "</table>\n<h2>\(Self.escape(timeName))</h2>\n" + histogramSVG()
+        page += "\n<h2>\(Self.escape(attemptName.capitalized))s</h2>\n<table><tr><th>#</th>"
         page += "<th>outcome</th><th>ms</th>"
         let columns = attempts.first?.details.map(\.0) ?? []
         for column in columns { page += "<th>\(Self.escape(column))</th>" }
@@ -244,7 +251,8 @@ public struct TestRunReport: Sendable {
         for number in 1...max(1, requested) where requested > 0 {
             let attempt = attempts.first { $0.number == number }
             let time = (attempt?.milliseconds ?? 0) / 1000
-            xml += "<testcase classname=\"\(name)\" name=\"tap \(number)\" time=\"\(Self.number(time))\""
+            xml +=
+                "<testcase classname=\"\(name)\" name=\"\(Self.escape(attemptName)) \(number)\" time=\"\(Self.number(time))\""
             if let attempt, attempt.ok {
                 xml += "/>\n"
             } else {
