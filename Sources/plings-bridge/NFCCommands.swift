@@ -108,10 +108,11 @@ extension CLI {
             return (Array(taps.withLock { $0 }.prefix(count)), false)
         }()
 
-        try writeReports(args, events: events, requested: count, startedAt: startedAt, began: began)
+        try writeReports(args, events: events, requested: count, startedAt: startedAt, began: began, nfc: nfc)
         if let criteria = try Self.criteria(args) {
             // Pass criteria decide the exit code (a lab may accept a failed tap in a hundred).
-            let report = Self.report(events, requested: count, criteria: criteria, startedAt: startedAt, began: began)
+            let report = Self.report(
+                events, requested: count, criteria: criteria, startedAt: startedAt, began: began, nfc: nil)
             Self.printSummary(events, count: count, timedOut: timedOut, json: json)
             if !report.passed { logger.error("test-read: FAIL: \(report.failures.joined(separator: "; "))") }
             return report.passed ? 0 : 1
@@ -168,8 +169,10 @@ extension CLI {
     }
 
     /// The report of a run: setup from the taps themselves (reader, ATR, profile, tag kinds), one attempt per tap.
+    /// `nfc`: the section whose driver checks (`doctor`'s pcscd, reader and driver findings) the setup lists.
     static func report(
-        _ events: [NFCTapEvent], requested: Int, criteria: TestRunReport.Criteria, startedAt: Date, began: Double
+        _ events: [NFCTapEvent], requested: Int, criteria: TestRunReport.Criteria, startedAt: Date, began: Double,
+        nfc: BridgeConfig.NFC?
     ) -> TestRunReport {
         func distinct(_ values: [String]) -> String {
             var seen: [String] = []
@@ -179,13 +182,17 @@ extension CLI {
         var system = utsname()
         uname(&system)
         let kernel = withUnsafeBytes(of: &system.release) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
-        let setup: [(String, String)] = [
-            ("reader", distinct(events.map(\.reader))),
-            ("ATR", distinct(events.map { NFCHex.bytes($0.atr, separator: " ") })),
-            ("profile", distinct(events.map { "\($0.profile.rawValue) (\($0.profile.capabilities))" })),
-            ("tag kinds", distinct(events.map(\.kind.description))),
-            ("plings-bridge", BridgeVersion.current), ("kernel", kernel),
-        ]
+        let setup: [(String, String)] =
+            [
+                ("reader", distinct(events.map(\.reader))),
+                ("ATR", distinct(events.map { NFCHex.bytes($0.atr, separator: " ") })),
+                ("profile", distinct(events.map { "\($0.profile.rawValue) (\($0.profile.capabilities))" })),
+                ("tag kinds", distinct(events.map(\.kind.description))),
+                ("plings-bridge", BridgeVersion.current), ("kernel", kernel),
+            ]
+            + (nfc.map { NFCDoctor.checks(config: $0) } ?? []).map { check in
+                ("check: \(check.name)", "\(check.status.rawValue): \(check.message)")
+            }
         let attempts = events.enumerated().map { index, event in
             TestRunReport.Attempt(
                 number: index + 1, ok: event.succeeded,
@@ -207,12 +214,13 @@ extension CLI {
 
     /// `--report FILE.html` and `--junit FILE.xml` of `test-read`, written whatever the outcome.
     func writeReports(
-        _ args: Arguments, events: [NFCTapEvent], requested: Int, startedAt: Date, began: Double
+        _ args: Arguments, events: [NFCTapEvent], requested: Int, startedAt: Date, began: Double,
+        nfc: BridgeConfig.NFC
     ) throws {
         guard args.value("--report") != nil || args.value("--junit") != nil else { return }
         let report = Self.report(
             events, requested: requested, criteria: try Self.criteria(args) ?? TestRunReport.Criteria(),
-            startedAt: startedAt, began: began)
+            startedAt: startedAt, began: began, nfc: nfc)
         try writeReports(args, report: report, command: "test-read")
     }
 

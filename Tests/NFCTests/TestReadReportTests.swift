@@ -70,6 +70,9 @@ extension NFCRigTests {
             #expect(rows == ["ok", "ok", "failed", "ok"].map(JSONValue.string))
             #expect(report["marks"] == .array(["median", "p95", "max"].map(JSONValue.string)))
             #expect(report["verdict"] == .string("PASS"))
+            // The setup names the reader and what doctor finds of pcscd and the drivers.
+            let page = try String(contentsOfFile: html, encoding: .utf8)
+            #expect(page.contains("Virtual PCD 00 00") && page.contains("check: pcscd</th><td>ok: pcscd reachable"))
 
             let junitCheck = """
                 import json, sys
