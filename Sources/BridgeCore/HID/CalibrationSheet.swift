@@ -127,20 +127,7 @@ public enum CalibrationSheet {
             }.joined())
     }
 
-    static func xml(_ text: String) -> String {
-        var out = ""
-        for character in text {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&apos;"
-            default: out.append(character)
-            }
-        }
-        return out
-    }
+    static func xml(_ text: String) -> String { MarkupText.escape(text) }
 
     static func fmt(_ value: Double) -> String {
         let rounded = (value * 1000).rounded() / 1000

@@ -278,28 +278,5 @@ public struct TestRunReport: Sendable {
         return rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int(rounded)) : String(rounded)
     }
 
-    /// Escapes text for HTML and XML content and attributes; control characters other than tab and newline,
-    /// which XML 1.0 cannot carry, become U+FFFD.
-    public static func escape(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            case "\t", "\n": out.unicodeScalars.append(scalar)
-            default:
-                if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0xFFFE
-                    || scalar.value == 0xFFFF
-                {
-                    out += "\u{FFFD}"
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out
-    }
+    static func escape(_ text: String) -> String { MarkupText.escape(text) }
 }

@@ -1,0 +1,27 @@
+/// Outside text for HTML and XML (the reports, the calibration sheet's SVG): `&`, `<`, `>` and both quotes as
+/// entities, so it is fit for content and attribute values alike; the control characters XML 1.0 cannot carry
+/// (all C0 but tab and newline, DEL and C1, U+FFFE, U+FFFF) become U+FFFD.
+public enum MarkupText {
+    public static func escape(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            case "\t", "\n": out.unicodeScalars.append(scalar)
+            default:
+                if scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value) || scalar.value == 0xFFFE
+                    || scalar.value == 0xFFFF
+                {
+                    out += "\u{FFFD}"
+                } else {
+                    out.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return out
+    }
+}
