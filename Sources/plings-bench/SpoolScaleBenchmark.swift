@@ -42,6 +42,8 @@ enum SpoolScaleBenchmark {
             }
             figures.append(("status refresh (spool and sink stats), median ms", statusWork(path)))
             figures.append(
+                ("local interface reads (`/scans?newest=100`, 500 after a mid position), median ms", feedReads(path)))
+            figures.append(
                 ("`run`: start -> ready, median ms", startToReady(binary, spool: path, directory: directory)))
             if size > 0, leaveHotWAL(path, scans: 5000) {
                 figures.append(
@@ -203,6 +205,22 @@ enum SpoolScaleBenchmark {
             let start = MonotonicClock.now()
             _ = try? spool.stats()
             _ = try? spool.sinkStats()
+            times.append((MonotonicClock.now() - start) * 1000)
+        }
+        return median(times)
+    }
+
+    /// What the local interface reads (issue 25) on a read-only connection: the last sequence number, the newest 100
+    /// (the bench page's first load) and a page of 500 after a position in the middle (a client catching up).
+    static func feedReads(_ path: String) -> Double {
+        guard let spool = try? Spool.openIfExists(path: path) else { return .nan }
+        let last = (try? spool.lastSeq()) ?? 0
+        var times: [Double] = []
+        for _ in 0..<21 {
+            let start = MonotonicClock.now()
+            _ = try? spool.lastSeq()
+            _ = try? spool.newestScans(100)
+            _ = try? spool.scans(after: last / 2, limit: 500)
             times.append((MonotonicClock.now() - start) * 1000)
         }
         return median(times)

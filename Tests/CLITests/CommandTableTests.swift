@@ -86,7 +86,7 @@ import Testing
             helps[name] = try run([name, "--help"]).stdout
             universe.formUnion(Self.describedFlags(helps[name] ?? "").keys)
         }
-        let mentioned = try NSRegularExpression(pattern: "--[a-z][a-z-]*")
+        let mentioned = try NSRegularExpression(pattern: "--[a-z][a-z0-9-]*")
         for match in mentioned.matches(in: contract, range: NSRange(contract.startIndex..., in: contract)) {
             universe.insert(String(contract[Range(match.range, in: contract)!]))
         }
