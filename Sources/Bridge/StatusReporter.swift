@@ -121,9 +121,7 @@ public final class StatusReporter: Service {
 
     private func refreshUnderLock() {
         let snapshot = self.snapshot()
-        var comparable = snapshot
-        comparable.remove(key: "updatedAt")
-        let text = comparable.encoded()
+        let text = snapshot.removing(key: "updatedAt").encoded()
         if progress.withLock({ $0.lastSnapshot != text }) {
             if write(snapshot.encoded() + "\n", to: statusPath, mode: 0o640, isMetrics: false) {
                 progress.withLock { $0.lastSnapshot = text }
@@ -267,10 +265,4 @@ public final class StatusReporter: Service {
         return m.text
     }
 
-}
-
-extension JSONValue {
-    mutating func remove(key: String) {
-        if case .object(let members) = self { self = .object(members.filter { $0.0 != key }) }
-    }
 }

@@ -81,6 +81,8 @@ struct HTTPSettings: Sendable, Equatable {
     var key: String?
     var maxClients: Int
     var tls: Bool { certificate != nil }
+    /// Where a browser finds the page.
+    var url: String { "\(tls ? "https" : "http")://\(address)/" }
 }
 
 extension BridgeConfig {

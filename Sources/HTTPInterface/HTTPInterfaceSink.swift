@@ -107,7 +107,7 @@ final class HTTPInterfaceSink: ScanSink {
             }
             context.logger.info(
                 "the local interface is up",
-                [("address", "\(settings.tls ? "https" : "http")://\(settings.address)/")]
+                [("address", settings.url)]
                     + (settings.token == nil ? [] : [("access", "token")]))
             context.stateChanged()
         } catch {
@@ -140,7 +140,7 @@ final class HTTPInterfaceSink: ScanSink {
         let routes = HTTPRoutes(
             feed: feed, spool: spool ?? context.spool,
             policy: HTTPAccessPolicy(token: settings.token, tls: settings.tls), status: context.serviceStatus,
-            metrics: { [weak self] in self?.metricsText() ?? "" }, logger: context.logger,
+            metrics: context.serviceMetrics, logger: context.logger,
             counted: { [weak self] in self?.state.withLock { $0.requests += 1 } })
         feed.start()
         do {
@@ -170,14 +170,11 @@ final class HTTPInterfaceSink: ScanSink {
         }
     }
 
-    /// The metrics text as `/metrics` serves it: the service's families, this interface's included.
-    private func metricsText() -> String { context.serviceMetrics() }
-
     /// `http`: off, listening (address, streams open) or failing (why).
     var statusEntry: JSONValue {
         let s = state.withLock { $0 }
         guard let wanted = s.wanted else { return .null }
-        let url = "\(wanted.tls ? "https" : "http")://\(wanted.address)/"
+        let url = wanted.url
         if let running = s.running {
             return .object([
                 ("state", .string("listening")), ("url", .string(url)),

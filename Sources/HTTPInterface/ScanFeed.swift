@@ -130,19 +130,14 @@ final class ScanFeed: Sendable {
     }
 
     private func publishStatus() {
-        let text = Self.comparable(serviceStatus())
+        // Without its `updatedAt`, so an unchanged service is not sent again.
+        let text = serviceStatus().removing(key: "updatedAt").encoded()
         state.update { s in
             if s.status != text {
                 s.status = text
                 s.statusVersion += 1
             }
         }
-    }
-
-    /// The status without its `updatedAt`, so an unchanged service is not sent again.
-    static func comparable(_ status: JSONValue) -> String {
-        guard case .object(let members) = status else { return status.encoded() }
-        return JSONValue.object(members.filter { $0.0 != "updatedAt" }).encoded()
     }
 
     static func event(_ item: SinkItem) -> Event {

@@ -51,6 +51,13 @@ struct Arguments {
     func has(_ flag: String) -> Bool { set.contains(flag) }
     /// The last value given for `flag`.
     func value(_ flag: String) -> String? { values.last(where: { $0.flag == flag })?.value }
+    /// The whole number from 1 given for `flag` (`--count`), nil when the flag is absent.
+    func positiveNumber(_ flag: String) throws -> Int? {
+        try value(flag).map { text in
+            guard let n = Int(text), n > 0 else { throw CommandFailure.usage("\(flag) must be a positive number") }
+            return n
+        }
+    }
     var wantsHelp: Bool { has("--help") || has("-h") }
     var json: Bool { has("--json") }
 

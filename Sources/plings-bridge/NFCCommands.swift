@@ -64,10 +64,7 @@ extension CLI {
     func testRead(_ args: Arguments) throws -> Int32 {
         guard args.positional.isEmpty else { throw CommandFailure.usage("test-read takes no arguments") }
         let count =
-            try args.value("--count").map { text -> Int in
-                guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--count must be a positive number") }
-                return n
-            } ?? 1
+            try args.positiveNumber("--count") ?? 1
         let timeout =
             try args.value("--timeout").map { try DurationText.wait($0, flag: "--timeout") } ?? 60
         let config = try settings(args).config
@@ -136,14 +133,14 @@ extension CLI {
                             ("taps", .integer(events.count)), ("requested", .integer(count)),
                             ("ok", .integer(events.count - failed)), ("failed", .integer(failed)),
                             ("timedOut", .bool(timedOut)), ("successRate", .number(rate)),
-                            ("medianReadMs", Self.percentile(readTimes, 0.5).map { .number($0) } ?? .null),
-                            ("p95ReadMs", Self.percentile(readTimes, 0.95).map { .number($0) } ?? .null),
+                            ("medianReadMs", TestRunReport.percentile(readTimes, 0.5).map { .number($0) } ?? .null),
+                            ("p95ReadMs", TestRunReport.percentile(readTimes, 0.95).map { .number($0) } ?? .null),
                         ])
                     )
                 ]).encoded())
         } else {
-            let median = Self.percentile(readTimes, 0.5).map { Self.ms($0) } ?? "-"
-            let p95 = Self.percentile(readTimes, 0.95).map { Self.ms($0) } ?? "-"
+            let median = TestRunReport.percentile(readTimes, 0.5).map { Self.ms($0) } ?? "-"
+            let p95 = TestRunReport.percentile(readTimes, 0.95).map { Self.ms($0) } ?? "-"
             print(
                 "summary: \(events.count - failed)/\(count) read (\(Int((rate * 100).rounded()))%), "
                     + "\(failed) failed\(missing > 0 ? ", \(missing) not tapped" : ""); "
@@ -283,13 +280,6 @@ extension CLI {
         default: break
         }
         return line
-    }
-
-    /// Nearest-rank percentile of sorted values.
-    static func percentile(_ sorted: [Double], _ p: Double) -> Double? {
-        guard !sorted.isEmpty else { return nil }
-        let rank = Int((p * Double(sorted.count)).rounded(.up))
-        return sorted[min(max(rank, 1), sorted.count) - 1]
     }
 
     static func round3(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }

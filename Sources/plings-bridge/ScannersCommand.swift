@@ -44,10 +44,7 @@ extension CLI {
     /// `scanners --watch`: runs the HID source until `--count` lines were read or `--duration` seconds passed
     /// (default: until killed), printing one JSON object per line as it is read (or committed).
     private func watchScanners(_ args: Arguments, _ settings: Settings) throws -> Int32 {
-        let count = try args.value("--count").map { (text: String) throws -> Int in
-            guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--count must be a positive number") }
-            return n
-        }
+        let count = try args.positiveNumber("--count")
         let duration = try args.value("--duration").map { try DurationText.wait($0, flag: "--duration") }
         let config = settings.config
         let printed = Mutex(0)
@@ -235,10 +232,7 @@ extension CLI {
     /// same `--report`/`--junit` and pass criteria as `test-read`.
     private func scannerTest(_ args: Arguments, _ settings: Settings) throws -> Int32 {
         let count =
-            try args.value("--count").map { text -> Int in
-                guard let n = Int(text), n > 0 else { throw CommandFailure.usage("--count must be a positive number") }
-                return n
-            } ?? 10
+            try args.positiveNumber("--count") ?? 10
         let timeout = try args.value("--timeout").map { try DurationText.wait($0, flag: "--timeout") } ?? 60
         let criteria = try Self.criteria(args)
         let scanners = try keyboardScanners(args, settings)

@@ -129,10 +129,7 @@ public enum CalibrationSheet {
 
     static func xml(_ text: String) -> String { MarkupText.escape(text) }
 
-    static func fmt(_ value: Double) -> String {
-        let rounded = (value * 1000).rounded() / 1000
-        return rounded == rounded.rounded() ? String(Int(rounded)) : String(rounded)
-    }
+    static func fmt(_ value: Double) -> String { MarkupText.number(value) }
 }
 
 /// A minimal PNG writer (the PNG specification, ISO/IEC 15948): 8-bit grayscale, no filter, the image data in

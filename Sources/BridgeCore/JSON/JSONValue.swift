@@ -77,3 +77,11 @@ public enum JSONValue: Sendable, Equatable {
         }
     }
 }
+
+extension JSONValue {
+    /// The object without its member `key` (anything else unchanged): `status` compared without `updatedAt`.
+    public func removing(key: String) -> JSONValue {
+        guard case .object(let members) = self else { return self }
+        return .object(members.filter { $0.0 != key })
+    }
+}

@@ -273,10 +273,7 @@ public struct TestRunReport: Sendable {
 
     var passedCriteria: Bool { criteriaFailures.isEmpty }
 
-    static func number(_ value: Double) -> String {
-        let rounded = (value * 1000).rounded() / 1000
-        return rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int(rounded)) : String(rounded)
-    }
+    static func number(_ value: Double) -> String { MarkupText.number(value) }
 
     static func escape(_ text: String) -> String { MarkupText.escape(text) }
 }
