@@ -32,6 +32,7 @@ public final class NFCSource: ReadSource {
     ///   - hosts: accepted Plings URL hosts: the first URI with an accepted host becomes the read's `raw`.
     ///   - submit: receives each read, on the source's thread; must not block for long.
     ///   - onTap: receives every tap with its timings and outcome, after `submit` (for `test-read` and benchmarks).
+    ///   - askFirmware: ask each reader its firmware version once (`ReaderFirmware`) for `onTap`'s events.
     ///   - commit: when given, used instead of `submit`: hands the read on and calls back once it is committed
     ///     (or found a duplicate, or refused); the reader's feedback waits for that call. Without it, feedback
     ///     follows the submit at once, chosen by whether the read holds a Plings URL.
@@ -39,12 +40,13 @@ public final class NFCSource: ReadSource {
         config: BridgeConfig.NFC, hosts: [String], logger: Logger, submit: @escaping @Sendable (Read) -> Void,
         onTap: (@Sendable (NFCTapEvent) -> Void)? = nil,
         commit: (@Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void)? = nil,
-        stateChanged: @escaping @Sendable () -> Void = {}
+        stateChanged: @escaping @Sendable () -> Void = {}, askFirmware: Bool = false
     ) {
+        var handoff = TapHandoff(parser: PlingsURLParser(hosts: hosts), submit: submit, commit: commit, onTap: onTap)
+        handoff.askFirmware = askFirmware
         context = ReaderMonitorContext(
             config: config, logger: logger, control: NFCControl(stateChanged: stateChanged),
-            feedback: NFCFeedback(logger: logger),
-            handoff: TapHandoff(parser: PlingsURLParser(hosts: hosts), submit: submit, commit: commit, onTap: onTap))
+            feedback: NFCFeedback(logger: logger), handoff: handoff)
     }
 
     /// Starts the reader thread and the feedback thread (once; later calls do nothing).

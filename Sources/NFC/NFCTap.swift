@@ -35,6 +35,8 @@ public struct NFCTapEvent: Sendable {
     public var error: String?
     /// The reader's profile (from `nfc.profiles` or its name).
     public var profile: ReaderProfile = .plain
+    /// The reader's firmware version, when asked for (`test-read`) and the reader answers its version command.
+    public var firmware: String?
 
     /// Seconds from detection to the end of the read.
     public var detectToReadSeconds: Double { finishedMonotonic - detectedMonotonic }

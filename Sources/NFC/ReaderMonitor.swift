@@ -23,6 +23,9 @@ struct ReaderMonitor {
         var fastReadWorked = false
         /// The reader refused the pass-through, or it failed before ever working: READ BINARY from now on.
         var fastReadOff = false
+        /// The firmware version was asked for (once per reader while it stays attached), and its answer.
+        var firmwareAsked = false
+        var firmware: String?
         /// The detect beep was asked to be silenced (once per reader while it stays attached).
         var silenceRequested = false
     }
@@ -298,6 +301,15 @@ struct ReaderMonitor {
             // Feedback goes to its own thread once the read is committed: neither the commit nor the next read
             // waits for it.
             handoff.deliver(read) { outcome in feedback.send(outcome) }
+            if handoff.askFirmware, !track.firmwareAsked {
+                // After the read is handed on, while the card is still there (the ACR122U answers its version
+                // command only then): one more exchange, once per reader, for `test-read`.
+                track.firmwareAsked = true
+                var channel = PCSCControlChannel(context: pcsc, reader: status.name, wait: { _ in })
+                track.firmware = ReaderFirmware.query(profile: profile, channel: &channel)
+                channel.close()
+            }
+            event.firmware = track.firmware
             handoff.report(event)
         case .failure(let error):
             event.error = error.description

@@ -131,6 +131,8 @@ struct TapHandoff: Sendable {
     let submit: @Sendable (Read) -> Void
     let commit: (@Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void)?
     let onTap: (@Sendable (NFCTapEvent) -> Void)?
+    /// Ask each reader its firmware version once, after its first read (`test-read`'s report).
+    var askFirmware = false
 
     /// The `Read` for a completed tag read: the first URI whose host is accepted, else the first URI, else
     /// empty (then `noURLReason` says why).

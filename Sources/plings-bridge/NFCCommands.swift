@@ -79,7 +79,7 @@ extension CLI {
         let taps = Monitor([NFCTapEvent]())
         let source = NFCSource(
             config: nfc, hosts: config.hosts, logger: logger, submit: { _ in },
-            onTap: { event in taps.update { $0.append(event) } })
+            onTap: { event in taps.update { $0.append(event) } }, askFirmware: true)
         let json = args.json
         let target = nfc.readers.isEmpty ? "any reader" : nfc.readers.joined(separator: ", ")
         logger.info("test-read: tap \(count) tag(s) on \(target)", [("timeout", "\(timeout)s per tap")])
@@ -184,6 +184,12 @@ extension CLI {
                 ("reader", distinct(events.map(\.reader))),
                 ("ATR", distinct(events.map { NFCHex.bytes($0.atr, separator: " ") })),
                 ("profile", distinct(events.map { "\($0.profile.rawValue) (\($0.profile.capabilities))" })),
+                (
+                    "firmware",
+                    events.contains { $0.firmware != nil }
+                        ? distinct(events.compactMap(\.firmware))
+                        : "not reported (no version command in the reader's profile, or no answer)"
+                ),
                 ("tag kinds", distinct(events.map(\.kind.description))),
                 ("plings-bridge", BridgeVersion.current), ("kernel", kernel),
             ]
@@ -238,6 +244,7 @@ extension CLI {
             ("tap", .integer(number)),
             ("reader", .string(event.reader)),
             ("profile", .string(event.profile.rawValue)),
+            ("firmware", event.firmware.map { .string($0) } ?? .null),
             ("feedback", event.profile.feedback.map { .string($0.rawValue) } ?? .null),
             ("fastRead", .string(result?.fastRead.code ?? "notTried")),
             ("fastReadFallback", result?.fastRead.fallbackReason.map { .string($0) } ?? .null),
@@ -264,6 +271,7 @@ extension CLI {
         let e = TerminalText.escape
         var line = "tap \(number): \(e(event.reader))  \(event.kind)  uid \(event.uidHex ?? "-")"
         line += "\n  profile: \(event.profile.rawValue) (\(event.profile.capabilities))"
+        if let firmware = event.firmware { line += "\n  firmware: \(e(firmware))" }
         if let error = event.error {
             line += "\n  FAILED: \(e(error))"
         } else if let read = event.read, !read.raw.isEmpty {

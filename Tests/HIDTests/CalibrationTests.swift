@@ -117,6 +117,7 @@ struct CalibrateCommandTests {
         #expect(scans.allSatisfy { ($0["typingMs"]?.doubleValue ?? -1) > 0 })
         let xml = (try? String(contentsOfFile: junit, encoding: .utf8)) ?? ""
         #expect(xml.contains(#"failures="1""#) && xml.contains(#"name="scan 3""#), "\(xml)")
+        #expect(try JUnitSchema.validate(junit).count == 2)
     }
 
     /// A bench's region: the common countries of western Europe and the US (the whole catalog is the default, and

@@ -104,12 +104,19 @@ extension NFCRigTests {
             #expect(human.stdout.contains("  profile: plain (no feedback, no fast read)"))
 
             try rig.send("tap 0 ntag213 04A1B2C3D4E5F6 - url=\(NDEF.plingsURL)")
+            let report = dir.file("report.html")
             let test = try ProcessRunner.run(
-                binary, ["test-read", "--count", "1", "--json", "--timeout", "10", "--config", config],
+                binary,
+                ["test-read", "--count", "1", "--json", "--timeout", "10", "--config", config, "--report", report],
                 environment: environment(dir), timeout: 30)
             #expect(test.status == 0, "\(test.stderr)")
             let tap = try JSONParser.parse(try #require(test.stdoutLines.first))
             #expect(tap["profile"] == .string("acr122u"))
+            // The version the rig's ACR122U gives to Get Firmware Version (FF 00 48 00 00), in the tap and the
+            // report's setup.
+            #expect(tap["firmware"] == .string("ACR122U207"))
+            let page = try String(contentsOfFile: report, encoding: .utf8)
+            #expect(page.contains("<th>firmware</th><td>ACR122U207</td>"), "\(page.prefix(3000))")
             #expect(tap["fastRead"] == .string("used"))
             #expect(tap["fastReadFallback"] == .null)
             // One FAST_READ of pages 0-39 (NTAG213/215/216 datasheet): the UID, the CC and the message.

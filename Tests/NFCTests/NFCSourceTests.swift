@@ -43,7 +43,9 @@ extension NFCRigTests {
             let read = try #require(harness.reads.all.first)
             #expect(read.raw == NDEF.plingsURL)
             #expect(read.uid == "04112233445566")
-            #expect(apdus.count == NDEF.type4Minimum(messageLength: message.count, mle: 0x20), "\(apdus)")
+            #expect(
+                apdus.count == NDEF.type4Minimum(messageLength: message.count, mle: 0x20),
+                "\(apdus) taps=\(harness.taps.all.count) \(harness.log)")
         }
 
         // MARK: TLV and record layouts

@@ -477,6 +477,10 @@ def ber_length(n):
     return bytes([0x82, n >> 8, n & 0xFF])
 
 
+# What an ACR122U answers to Get Firmware Version: its version in ASCII, without SW1 SW2 (ACR122U API manual).
+ACR122U_FIRMWARE = b"ACR122U207"
+
+
 class Personality(object):
     """What the reader itself answers before the card sees an APDU (ACR122U / PC/SC Part 3 manuals).
 
@@ -484,8 +488,10 @@ class Personality(object):
     with 6A81. `acr122u` answers the LED/buzzer pseudo-APDU FF 00 40, the detect-beep setting FF 00 52
     and the direct transmit FF 00 00 00 Lc D4 42 <tag command> (PN533 InCommunicateThru: D5 43 status
     data). `part3` answers the PC/SC Part 3 transparent session FF C2 00 00 02 81 00 / 82 00 and the
-    transparent exchange FF C2 00 01 Lc 95 L <tag command> (C0 03 00 90 00, 97 L data). Feedback
-    commands (FF 00 40, FF 00 52) are recorded with their arrival time and not listed by `apdus`.
+    transparent exchange FF C2 00 01 Lc 95 L <tag command> (C0 03 00 90 00, 97 L data). `acr122u` also
+    answers Get Firmware Version FF 00 48 00 00 with the 10 ASCII bytes of its version and no status word, as
+    the ACR122U API manual shows (`ACR122U207`, the version of the readers sold today). Reader commands
+    (FF 00 40, FF 00 52, FF 00 48) are recorded with their arrival time and not listed by `apdus`.
     """
 
     def __init__(self, name):
@@ -503,6 +509,9 @@ class Personality(object):
             if apdu[2] == 0x52:
                 slot.note_feedback(apdu)
                 return SW_OK if len(apdu) == 5 and apdu[3] in (0x00, 0xFF) else SW_READER_FAIL
+            if apdu[2] == 0x48:
+                slot.note_feedback(apdu)
+                return ACR122U_FIRMWARE if apdu == b"\xff\x00\x48\x00\x00" else SW_READER_FAIL
             if apdu[2] == 0x00 and apdu[3] == 0x00 and len(apdu) == 5 + apdu[4] and apdu[5:7] == b"\xd4\x42":
                 return self.in_communicate_thru(card, apdu[7:])
         if self.name == "part3" and len(apdu) >= 5 and apdu[0] == 0xFF and apdu[1] == 0xC2:
