@@ -54,9 +54,29 @@ public final class APIStandIn: Sendable {
 
     public func stats() throws -> [String: Any] { try control("GET", "/_control/stats") }
 
-    /// The `input` variables of requests answered 200 with data, in arrival order.
+    /// The inputs of the scans the API resolved, in the order it executed them: requests in arrival order, and
+    /// within a batched request its fields in document order (docs/contracts.md, "Batched request").
     public func deliveredInputs() throws -> [[String: Any]] {
-        try requests().filter { ($0["delivered"] as? Bool) == true }.compactMap { $0["input"] as? [String: Any] }
+        try requests().flatMap { request -> [[String: Any]] in
+            let delivered = Set(request["deliveredAliases"] as? [String] ?? [])
+            let fields = request["fields"] as? [[Any]] ?? []
+            return fields.compactMap { field in
+                guard field.count == 2, let alias = field[0] as? String, delivered.contains(alias) else { return nil }
+                return field[1] as? [String: Any]
+            }
+        }
+    }
+
+    /// Refuses requests with more than `maxAliases` root fields, as an alias-limiting server does (nil: no limit).
+    public func setAliasLimit(_ maxAliases: Int?) throws {
+        _ = try control("POST", "/_control/limits", body: ["maxAliases": maxAliases.map { $0 as Any } ?? NSNull()])
+    }
+
+    /// Makes the field of `identifier` fail with a GraphQL error of `code` (`count` times, or until a reset).
+    public func setFieldFault(identifier: String, code: String, count: Int? = nil) throws {
+        var body: [String: Any] = ["identifier": identifier, "code": code]
+        if let count { body["count"] = count }
+        _ = try control("POST", "/_control/field-fault", body: body)
     }
 
     private func control(_ method: String, _ path: String, body: [String: Any]? = nil, timeout: Double = 10) throws

@@ -8,6 +8,8 @@ public struct APIConfig: ConfigSection {
     public var document: String = GraphQLRequestBody.defaultDocument
     public var timeout: Double = 10
     public var concurrency: Int = 4
+    /// Scans per request when several are due at once (docs/contracts.md, "Batched request"); 1 sends each alone.
+    public var batchSize: Int = 25
     public var allowInsecureHTTP = false
 
     public init() {}
@@ -20,6 +22,7 @@ public struct APIConfig: ConfigSection {
         ConfigLoader.text("api.document", \.api.document),
         ConfigLoader.number("api.timeout", 0.1...600, \.api.timeout),
         ConfigLoader.integer("api.concurrency", 1...64, \.api.concurrency),
+        ConfigLoader.integer("api.batchSize", 1...100, \.api.batchSize),
         ConfigLoader.flag("api.allowInsecureHTTP", \.api.allowInsecureHTTP),
     ]
 

@@ -25,7 +25,7 @@ enum APIDoctor {
         guard let client = HTTPClient() else { return [DoctorCheck("api", .fail, "cannot create an HTTP client")] }
         // A harmless request: every GraphQL server answers `{ __typename }`; the token is checked all the same.
         let body = Array(#"{"query":"query { __typename }"}"#.utf8)
-        var headers = Delivery.headers(settings: api, scanID: "doctor-\(UUID().uuidString.lowercased())")
+        var headers = Delivery.headers(settings: api, key: "doctor-\(UUID().uuidString.lowercased())")
         headers.removeAll { $0.hasPrefix("Idempotency-Key") }
         do {
             let response = try client.post(

@@ -26,7 +26,7 @@ extension APISettings {
         guard let url = api.url, let token = configuration.apiToken else { return nil }
         self.init(
             url: url, token: token, document: api.document, timeout: api.timeout, concurrency: api.concurrency,
-            allowInsecureHTTP: api.allowInsecureHTTP, userAgent: BridgeVersion.userAgent)
+            batchSize: api.batchSize, allowInsecureHTTP: api.allowInsecureHTTP, userAgent: BridgeVersion.userAgent)
     }
 }
 

@@ -1,21 +1,28 @@
 import BridgeCore
 import Foundation
+import Spool
 
 /// Where and how to deliver: the API settings resolved from the configuration, with the token.
 public struct APISettings: Sendable {
     public var url: String
     /// The bearer token. Never logged, never in an error message, never on argv.
     public var token: String
-    public var document: String
+    public let document: String
     public var timeout: Double
     public var concurrency: Int
+    /// The most scans one request carries; 1 sends each alone.
+    public var batchSize: Int
+    /// How `document` is repeated for several scans, or nil when it cannot be (then each scan goes alone).
+    public let batchTemplate: GraphQLBatchTemplate?
     public var allowInsecureHTTP: Bool
     public var userAgent: String
 
     public init(
-        url: String, token: String, document: String, timeout: Double, concurrency: Int, allowInsecureHTTP: Bool,
-        userAgent: String
+        url: String, token: String, document: String, timeout: Double, concurrency: Int, batchSize: Int = 1,
+        allowInsecureHTTP: Bool, userAgent: String
     ) {
+        self.batchSize = max(1, batchSize)
+        self.batchTemplate = GraphQLBatchTemplate(document: document)
         self.url = url
         self.token = token
         self.document = document
@@ -36,13 +43,13 @@ public struct Delivery {
         self.client = client
     }
 
-    /// The request headers (docs/contracts.md, "HTTP request").
-    public static func headers(settings: APISettings, scanID: String) -> [String] {
+    /// The request headers (docs/contracts.md, "HTTP request"). `key` is the scan's id, or a batch's key.
+    public static func headers(settings: APISettings, key: String) -> [String] {
         [
             "Content-Type: application/json",
             "Accept: application/json",
             "Authorization: Bearer \(settings.token)",
-            "Idempotency-Key: \(scanID)",
+            "Idempotency-Key: \(key)",
             "User-Agent: \(settings.userAgent)",
         ]
     }
@@ -56,7 +63,7 @@ public struct Delivery {
         let body = GraphQLRequestBody.build(document: settings.document, inputJSON: input)
         do {
             let response = try client.post(
-                url: settings.url, headers: Delivery.headers(settings: settings, scanID: record.id),
+                url: settings.url, headers: Delivery.headers(settings: settings, key: record.id),
                 body: Array(body.utf8), timeout: settings.timeout, allowHTTP: settings.allowInsecureHTTP)
             // The token must never reach the spool, even when the API echoes it back in an error.
             return DeliveryClassifier.classify(
@@ -65,6 +72,23 @@ public struct Delivery {
         } catch {
             if error.cancelled { return nil }
             return DeliveryOutcome.retry(reason: error.message, retryAfter: nil).redacting([settings.token])
+        }
+    }
+
+    /// Sends a batch of two or more scans once (docs/contracts.md, "Batched request"). A cancelled request is
+    /// reported as nil (shutdown: the scans are released untouched).
+    public func attempt(_ batch: DeliveryBatch, template: GraphQLBatchTemplate) -> BatchAnswer? {
+        let body = template.body(inputsJSON: batch.records.map { $0.inputJSON ?? "null" })
+        do {
+            let response = try client.post(
+                url: settings.url, headers: Delivery.headers(settings: settings, key: batch.key),
+                body: Array(body.utf8), timeout: settings.timeout, allowHTTP: settings.allowInsecureHTTP)
+            return DeliveryClassifier.classifyBatch(
+                status: response.status, retryAfterHeader: response.retryAfter, body: response.body,
+                location: response.location, secrets: [settings.token], count: batch.records.count)
+        } catch {
+            if error.cancelled { return nil }
+            return .whole(DeliveryOutcome.retry(reason: error.message, retryAfter: nil).redacting([settings.token]))
         }
     }
 }

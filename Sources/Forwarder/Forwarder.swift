@@ -22,8 +22,13 @@ public final class Forwarder: Service {
         var settings: APISettings
         var stopping = false
         var wakeRequested = true
-        var jobs: [(record: ScanRecord, settings: APISettings)] = []
+        /// Requests claimed and not yet taken by a worker.
+        var jobs: [Job] = []
         var inFlight: [String: String] = [:]  // scan id -> identifier
+        /// Requests claimed and not yet answered (queued or being sent).
+        var requests = 0
+        /// The API refused a batched request as such: one scan per request until a reload.
+        var batchesRefused = false
         /// Healthy, failing or paused, and when the next probe may go (the model every sink shares).
         var health = SinkHealth(backoff: Forwarder.backoff, pauseDuration: Forwarder.pauseDuration)
         var workersRunning = 0
@@ -51,7 +56,13 @@ public final class Forwarder: Service {
     /// `run` sends the scan again after this long (the idempotency key makes the repeat harmless).
     public static func lease(_ settings: APISettings) -> Double { settings.timeout + 5 }
 
-    /// Counters for metrics and benchmarks.
+    /// One request's scans and the settings it goes with.
+    private struct Job {
+        var batch: DeliveryBatch
+        var settings: APISettings
+    }
+
+    /// Counters for metrics and benchmarks, in scans.
     public struct Stats: Sendable {
         public var attempts = 0
         public var delivered = 0
@@ -113,6 +124,7 @@ public final class Forwarder: Service {
             updated.concurrency = s.settings.concurrency
             s.settings = updated
             s.wakeRequested = true
+            s.batchesRefused = false
             return s.health.endPause()
         }
         if resumed {
@@ -127,7 +139,7 @@ public final class Forwarder: Service {
     public func stop(deadline: Double) {
         let (clients, unsent) = state.update { s in
             s.stopping = true
-            let unsent = s.jobs.map(\.record.id)
+            let unsent = s.jobs.flatMap { $0.batch.records.map(\.id) }
             s.jobs.removeAll()
             return (s.clients, unsent)
         }
@@ -147,7 +159,7 @@ public final class Forwarder: Service {
     /// What the coordinator does next, decided under the lock.
     private enum Step {
         case stop
-        case claim(capacity: Int, busy: Set<String>, lease: Double)
+        case claim(requests: Int, batchSize: Int, busy: Set<String>, lease: Double)
         case sleep(until: Double)
     }
 
@@ -166,8 +178,11 @@ public final class Forwarder: Service {
                 if capacity > 0 {
                     if s.wakeRequested || (dueAt.map { $0 <= now } ?? false) {
                         s.wakeRequested = false
+                        let batchSize =
+                            s.batchesRefused || s.settings.batchTemplate == nil ? 1 : s.settings.batchSize
                         return .claim(
-                            capacity: capacity, busy: Set(s.inFlight.values), lease: Forwarder.lease(s.settings))
+                            requests: capacity, batchSize: batchSize, busy: Set(s.inFlight.values),
+                            lease: Forwarder.lease(s.settings))
                     }
                     if let dueAt { sleepUntil = min(sleepUntil, max(dueAt, now)) }
                 }
@@ -176,11 +191,12 @@ public final class Forwarder: Service {
             switch step {
             case .stop:
                 break loop
-            case .claim(let capacity, let busy, let lease):
+            case .claim(let capacity, let batchSize, let busy, let lease):
                 let wallNow = Date()
-                let claimed: [ScanRecord]
+                let claimed: [DeliveryBatch]
                 do {
-                    claimed = try spool.claimDeliverable(now: wallNow, lease: lease, limit: capacity, busy: busy)
+                    claimed = try spool.claimBatches(
+                        now: wallNow, lease: lease, batches: capacity, batchSize: batchSize, busy: busy)
                 } catch {
                     spoolRefused(error, now: now)
                     dueAt = nil
@@ -194,9 +210,10 @@ public final class Forwarder: Service {
                 }
                 if !claimed.isEmpty {
                     state.update { s in
-                        for record in claimed {
-                            s.inFlight[record.id] = record.identifier ?? record.id
-                            s.jobs.append((record, s.settings))
+                        for batch in claimed {
+                            for record in batch.records { s.inFlight[record.id] = record.identifier ?? record.id }
+                            s.requests += 1
+                            s.jobs.append(Job(batch: batch, settings: s.settings))
                         }
                         // There may be more due work than capacity: look again as soon as there is room.
                         if claimed.count == capacity { s.wakeRequested = true }
@@ -229,11 +246,11 @@ public final class Forwarder: Service {
         state.update { $0.coordinatorRunning = false }
     }
 
-    /// How many more scans may be claimed now: up to twice the workers while healthy, so a worker never waits for
-    /// the next claim transaction; while failing or paused one probe at a time, once the backoff is over.
+    /// How many more requests may be claimed now: up to twice the workers while healthy, so a worker never waits
+    /// for the next claim transaction; while failing or paused one probe at a time, once the backoff is over.
     private static func capacity(_ s: State, now: Double) -> Int {
-        if s.health.isHealthy { return 2 * s.settings.concurrency - s.inFlight.count }
-        return s.health.isOpen(at: now) && s.inFlight.isEmpty ? 1 : 0
+        if s.health.isHealthy { return 2 * s.settings.concurrency - s.requests }
+        return s.health.isOpen(at: now) && s.requests == 0 ? 1 : 0
     }
 
     /// The spool refuses even our bookkeeping (disk full, I/O error): back off instead of retrying at once, and
@@ -254,48 +271,108 @@ public final class Forwarder: Service {
 
     private func workerLoop(_ client: HTTPClient) {
         while true {
-            var job: (record: ScanRecord, settings: APISettings)?
+            var job: Job?
             state.wait { s in
                 if s.stopping { return true }
                 guard !s.jobs.isEmpty else { return false }
                 job = s.jobs.removeFirst()
-                s.stats.attempts += 1
+                s.stats.attempts += job?.batch.records.count ?? 0
                 return true
             }
-            guard let (record, settings) = job else {
+            guard let job else {
                 state.update { $0.workersRunning -= 1 }
                 return
             }
-            // The outcome's time, when it made the whole backlog due again (recovery).
-            var backlogDueAt: Date?
-            var changed = false
-            Forwarder.send(record, settings: settings, client: client, spool: spool, logger: logger) { outcome, now in
-                let retryAt = state.withLock { apply(outcome, settings: settings, now: now, to: &$0) }
-                if retryAt.backlogDue { backlogDueAt = now }
-                changed = retryAt.healthChanged
-                return retryAt.time
-            }
+            let (changed, backlogDueAt) = deliver(job, client: client)
             if changed { healthChanged() }
             delivered()
             // Paused (a refused token, a redirect): the scans claimed but not yet sent stay unsent, for nothing may
             // go out during a pause (docs/contracts.md, "Outcomes"); they are released for the probe after it.
             let unsent = state.withLock { s -> [String] in
                 guard s.health.isPaused else { return [] }
-                let ids = s.jobs.map(\.record.id)
+                let ids = s.jobs.flatMap { $0.batch.records.map(\.id) }
+                s.requests -= s.jobs.count
                 s.jobs.removeAll()
                 for id in ids { s.inFlight.removeValue(forKey: id) }
                 return ids
             }
             for id in unsent { try? spool.release(id: id) }
-            // Recorded first, then the identifier is freed: the next scan of it is claimed only once this one's
-            // outcome is durable.
+            // Recorded first, then the identifiers are freed: the next scan of each is claimed only once this
+            // one's outcome is durable.
             let except = state.withLock { s in
-                s.inFlight.removeValue(forKey: record.id)
+                for record in job.batch.records { s.inFlight.removeValue(forKey: record.id) }
+                s.requests -= 1
                 return Set(s.inFlight.keys)
             }
             if let now = backlogDueAt { _ = try? spool.makeBackoffDue(now: now, except: except) }
             wake()
         }
+    }
+
+    /// Sends one request (a lone scan, or a batch) and records what its answer left on each scan, in one
+    /// transaction. Returns whether health changed, and the time of the answer when it made the whole backlog due
+    /// again (recovery).
+    private func deliver(_ job: Job, client: HTTPClient) -> (healthChanged: Bool, backlogDueAt: Date?) {
+        let (batch, settings) = (job.batch, job.settings)
+        let delivery = Delivery(settings: settings, client: client)
+        var changed = false
+        var backlogDueAt: Date?
+        /// Health follows the outcome (under the lock); the scan's record follows from it.
+        func applied(_ outcome: DeliveryOutcome?, now: Date) -> AttemptRecord {
+            let result = state.withLock { apply(outcome, settings: settings, now: now, to: &$0) }
+            changed = changed || result.healthChanged
+            if result.backlogDue { backlogDueAt = now }
+            return Forwarder.attemptRecord(outcome, retryAt: result.time, now: now)
+        }
+        var records: [(id: String, record: AttemptRecord)]
+        /// Told after the spool recorded them (a reader of the log finds the spool already changed).
+        var told: [(DeliveryOutcome?, String)] = []
+        var keepBatch = true
+        let now: Date
+        if batch.records.count == 1 {
+            let outcome = delivery.attempt(batch.records[0])
+            now = Date()
+            records = [(batch.records[0].id, applied(outcome, now: now))]
+            told = [(outcome, batch.records[0].id)]
+        } else if let template = settings.batchTemplate {
+            let answer = delivery.attempt(batch, template: template)
+            now = Date()
+            switch answer {
+            case nil:  // cancelled at shutdown: not sent
+                records = batch.records.map { ($0.id, .released) }
+            case .whole(let outcome):
+                let record = applied(outcome, now: now)
+                records = batch.records.map { ($0.id, record) }
+            case .each(let outcomes):
+                keepBatch = false
+                records = zip(batch.records, outcomes).map { scan, outcome in (scan.id, applied(outcome, now: now)) }
+                told = zip(outcomes, batch.records.map(\.id)).map { ($0, $1) }
+            case .refused(let reason):
+                keepBatch = false
+                records = batch.records.map { ($0.id, .released) }
+                let first = state.update { s in
+                    defer { s.batchesRefused = true }
+                    return !s.batchesRefused
+                }
+                if first {
+                    logger.warn(
+                        "the API refused a batched request: sending one scan per request until a reload",
+                        [("reason", reason)])
+                }
+            }
+        } else {
+            // The document changed under a reload and can no longer be batched: these go one by one.
+            now = Date()
+            keepBatch = false
+            records = batch.records.map { ($0.id, .released) }
+        }
+        do {
+            try spool.recordAttempts(batch: batch.key, records, keepBatch: keepBatch, now: now)
+        } catch {
+            logger.error("delivery: cannot record the outcome", [("id", batch.key), ("error", error.description)])
+        }
+        for (outcome, id) in told { Forwarder.log(outcome, id: id, logger: logger) }
+        return (changed, backlogDueAt)
     }
 
     /// Updates health from one outcome (under the lock); logs only when health changes. Returns the wall-clock
@@ -346,8 +423,8 @@ public final class Forwarder: Service {
         }
     }
 
-    /// Sends one claimed scan and records the outcome: the one path of the workers and of `scan`'s single attempt
-    /// (`deliverOnce`). `retryAt` answers, for the outcome and the time it came, when a retry is due.
+    /// Sends one claimed scan and records the outcome: `scan`'s single attempt (`deliverOnce`), recorded as a
+    /// worker records it. `retryAt` answers, for the outcome and the time it came, when a retry is due.
     @discardableResult
     static func send(
         _ record: ScanRecord, settings: APISettings, client: HTTPClient, spool: Spool, logger: Logger,
@@ -355,7 +432,14 @@ public final class Forwarder: Service {
     ) -> DeliveryOutcome? {
         let outcome = Delivery(settings: settings, client: client).attempt(record)
         let now = Date()
-        Forwarder.record(outcome, id: record.id, retryAt: retryAt(outcome, now), now: now, spool: spool, logger: logger)
+        do {
+            try spool.recordAttempts(
+                batch: record.id, [(record.id, attemptRecord(outcome, retryAt: retryAt(outcome, now), now: now))],
+                keepBatch: true, now: now)
+        } catch {
+            logger.error("delivery: cannot record the outcome", [("id", record.id), ("error", error.description)])
+        }
+        log(outcome, id: record.id, logger: logger)
         return outcome
     }
 
@@ -388,29 +472,27 @@ public final class Forwarder: Service {
         return .sent(outcome)
     }
 
-    /// Writes one attempt's result to the spool, exactly as the service and `scan`'s one attempt both record
-    /// it (outside any lock: it is a disk write). A nil outcome (cancelled at shutdown) releases the scan.
-    static func record(
-        _ outcome: DeliveryOutcome?, id: String, retryAt: Date?, now: Date, spool: Spool, logger: Logger
-    ) {
-        do {
-            switch outcome {
-            case nil:
-                try spool.release(id: id)
-            case .delivered(let response)?:
-                try spool.recordOutcome(id: id, outcome: .delivered(response: response), now: now)
-                logger.debug("scan delivered", [("id", id)])
-            case .dead(let reason, let response)?:
-                try spool.recordOutcome(id: id, outcome: .dead(reason: reason, response: response), now: now)
-                logger.warn(
-                    "scan refused by the API: kept as dead (spool retry revives it)", [("id", id), ("reason", reason)])
-            case .retry(let reason, _)?:
-                try spool.recordOutcome(id: id, outcome: .retry(reason: reason, nextAttempt: retryAt ?? now), now: now)
-            case .authPaused(let reason)?, .redirected(let reason)?:
-                try spool.recordPaused(id: id, reason: reason, now: now)
-            }
-        } catch {
-            logger.error("delivery: cannot record the outcome", [("id", id), ("error", error.description)])
+    /// What an outcome leaves on its scan (docs/contracts.md, "Outcomes"). A nil outcome (cancelled at
+    /// shutdown) releases the scan.
+    static func attemptRecord(_ outcome: DeliveryOutcome?, retryAt: Date?, now: Date) -> AttemptRecord {
+        switch outcome {
+        case nil: return .released
+        case .delivered(let response)?: return .outcome(.delivered(response: response))
+        case .dead(let reason, let response)?: return .outcome(.dead(reason: reason, response: response))
+        case .retry(let reason, _)?: return .outcome(.retry(reason: reason, nextAttempt: retryAt ?? now))
+        case .authPaused(let reason)?, .redirected(let reason)?: return .paused(reason: reason)
+        }
+    }
+
+    /// One line per delivered (debug) or dead (warning) scan; failures and pauses are told once per change of
+    /// health instead.
+    static func log(_ outcome: DeliveryOutcome?, id: String, logger: Logger) {
+        switch outcome {
+        case .delivered?: logger.debug("scan delivered", [("id", id)])
+        case .dead(let reason, _)?:
+            logger.warn(
+                "scan refused by the API: kept as dead (spool retry revives it)", [("id", id), ("reason", reason)])
+        default: break
         }
     }
 }

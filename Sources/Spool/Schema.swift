@@ -109,6 +109,18 @@ enum Schema {
         """
         ALTER TABLE scans ADD COLUMN symbology TEXT;
         """,
+        // 6: which scans were sent together in one batched request, under which Idempotency-Key, while that
+        // request's answer is outstanding (docs/contracts.md, "Batched request"): a retry sends the same members
+        // under the same key, even after a restart. A table of its own, holding only the batches in progress,
+        // so the migration touches no scan and the hot path writes nothing more.
+        """
+        CREATE TABLE batch_members (
+            scan_id TEXT PRIMARY KEY,
+            batch TEXT NOT NULL,
+            size INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX batch_members_batch ON batch_members (batch);
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

@@ -23,37 +23,69 @@ extension Spool {
                     AND e.identifier = s.identifier AND e.seq < s.seq)
         """
 
-    /// Claims up to `limit` scans that may be sent now: pending, due, and the oldest pending scan of their
-    /// identifier (so a later scan never overtakes an earlier one), skipping identifiers in `busy`.
+    /// Claims up to `limit` scans that may be sent now, each to go in a request of its own (`claimBatches` with a
+    /// batch size of 1).
+    public func claimDeliverable(now: Date, lease: Double, limit: Int, busy: Set<String>) throws(SpoolError)
+        -> [ScanRecord]
+    {
+        try claimBatches(now: now, lease: lease, batches: limit, batchSize: 1, busy: busy).flatMap(\.records)
+    }
+
+    /// Claims up to `batches` requests' worth of scans that may be sent now: pending, due, and the oldest pending
+    /// scan of their identifier (so a later scan never overtakes an earlier one), skipping identifiers in `busy`;
+    /// grouped in capture order into batches of up to `batchSize` scans (docs/contracts.md, "Batched request").
+    ///
+    /// A batch whose request got no answer, or one that applied to all of it (a 5xx, a refused token), is sent
+    /// again as it was: the same scans under the same key, so the API can tell the repeat of a request it may
+    /// have executed. If one of them can no longer go with the others (an operator purged it, or revived an
+    /// earlier scan of its identifier), the batch is dissolved and its scans go in new batches under new keys.
     ///
     /// Claiming moves `next_attempt_at` forward by `lease`, so another process (a `scan` command, a second
     /// service by mistake) does not send the same scan at the same time; if we die, the lease runs out and the
     /// scan is retried. Delivery stays at-least-once: the idempotency key covers a retry after a lost answer.
-    public func claimDeliverable(now: Date, lease: Double, limit: Int, busy: Set<String>) throws(SpoolError)
-        -> [ScanRecord]
+    public func claimBatches(now: Date, lease: Double, batches: Int, batchSize: Int, busy: Set<String>)
+        throws(SpoolError) -> [DeliveryBatch]
     {
-        try withBookkeeping { db throws(SQLiteError) in
+        guard batches > 0 else { return [] }
+        let size = max(1, batchSize)
+        return try withBookkeeping { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
-                let select = try db.prepare(
-                    """
-                    SELECT \(Spool.columns) FROM scans AS s
-                    WHERE s.state = 'pending' AND s.input IS NOT NULL
-                      AND \(Spool.dueCondition)
-                      AND \(Spool.headOfIdentifier)
-                    ORDER BY s.seq LIMIT ?2
-                    """)
-                try select.bind(1, Timestamp.format(now))
-                try select.bind(2, limit + busy.count)
-                try select.bind(3, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
-                var claimed: [ScanRecord] = []
-                while try select.step() {
-                    let record = Spool.record(select)
-                    if let identifier = record.identifier, busy.contains(identifier) { continue }
-                    if claimed.count < limit { claimed.append(record) }
+                let heads = try Spool.dueHeads(db: db, now: now, limit: batches * size, busy: busy)
+                var claimed: [DeliveryBatch] = []
+                var taken = Set<String>()
+                var fresh: [ScanRecord] = []
+                for head in heads where !taken.contains(head.id) {
+                    if let stored = try storedBatch(of: head, db: db, now: now, busy: busy, taken: taken, size: size) {
+                        guard claimed.count < batches else { break }
+                        claimed.append(stored)
+                        taken.formUnion(stored.records.map(\.id))
+                    } else {
+                        fresh.append(head)
+                        taken.insert(head.id)
+                    }
+                }
+                // The rest in capture order, `size` at a time.
+                var start = 0
+                while start < fresh.count, claimed.count < batches {
+                    let members = Array(fresh[start..<min(start + size, fresh.count)])
+                    start += members.count
+                    if members.count == 1 {
+                        claimed.append(DeliveryBatch(key: members[0].id, records: members))
+                        continue
+                    }
+                    let key = UUID().uuidString.lowercased()
+                    let insert = try db.prepare("INSERT INTO batch_members (scan_id, batch, size) VALUES (?1, ?2, ?3)")
+                    for member in members {
+                        try insert.bind(1, member.id)
+                        try insert.bind(2, key)
+                        try insert.bind(3, members.count)
+                        try insert.step()
+                    }
+                    claimed.append(DeliveryBatch(key: key, records: members))
                 }
                 let leaseUntil = Timestamp.format(now.addingTimeInterval(lease))
                 let update = try db.prepare("UPDATE scans SET next_attempt_at = ?2 WHERE id = ?1")
-                for record in claimed {
+                for record in claimed.flatMap(\.records) {
                     try update.bind(1, record.id)
                     try update.bind(2, leaseUntil)
                     try update.step()
@@ -61,6 +93,129 @@ extension Spool {
                 return claimed
             }
         }
+    }
+
+    /// A `WITH` clause naming `heads`: the first pending scan of every identifier with a pending scan (with input),
+    /// found by one seek per identifier in the pending-identifier index (a recursive skip over its distinct
+    /// identifiers) rather than by testing every pending scan.
+    static let identifierHeads = """
+        WITH RECURSIVE ids(identifier) AS (
+            SELECT (SELECT identifier FROM scans INDEXED BY scans_pending_identifier
+                    WHERE state = 'pending' ORDER BY identifier LIMIT 1)
+            UNION ALL
+            SELECT (SELECT identifier FROM scans INDEXED BY scans_pending_identifier
+                    WHERE state = 'pending' AND identifier > ids.identifier ORDER BY identifier LIMIT 1)
+            FROM ids WHERE ids.identifier IS NOT NULL
+        ),
+        heads AS (
+            SELECT scans.* FROM ids, scans
+            WHERE scans.seq = (SELECT seq FROM scans INDEXED BY scans_pending_identifier
+                               WHERE state = 'pending' AND identifier = ids.identifier ORDER BY seq LIMIT 1)
+              AND scans.input IS NOT NULL
+        )
+        """
+
+    /// The pending scans that head their identifier and are due at `now`, oldest first, at most `limit`,
+    /// skipping identifiers in `busy`; flat in the spool's size.
+    ///
+    /// Usually the oldest pending scans hold enough heads, so a bounded window of them is looked at first. When
+    /// they do not (a long backlog of a few identifiers: every scan behind the first of its identifier is not a
+    /// head), the heads are found through the pending-identifier index instead, one seek per identifier, rather
+    /// than by testing every pending scan (measured: 0.8 ms instead of 525 ms for 1,000,000 pending scans of 97
+    /// identifiers).
+    static func dueHeads(db: SQLiteConnection, now: Date, limit: Int, busy: Set<String>) throws(SQLiteError)
+        -> [ScanRecord]
+    {
+        let wanted = limit + busy.count
+        let windowSize = max(256, 4 * wanted)
+        let window = try db.prepare(
+            """
+            SELECT \(Spool.columns), (\(Spool.dueCondition) AND \(Spool.headOfIdentifier))
+            FROM (SELECT * FROM scans WHERE state = 'pending' AND input IS NOT NULL ORDER BY seq LIMIT ?2) AS s
+            ORDER BY s.seq
+            """)
+        try window.bind(1, Timestamp.format(now))
+        try window.bind(2, windowSize)
+        try window.bind(3, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
+        var heads: [ScanRecord] = []
+        var looked = 0
+        while try window.step() {
+            looked += 1
+            guard window.int(Spool.columnCount) != 0 else { continue }
+            let record = Spool.record(window)
+            if let identifier = record.identifier, busy.contains(identifier) { continue }
+            heads.append(record)
+            if heads.count == limit {
+                window.reset()
+                return heads
+            }
+        }
+        if looked < windowSize { return heads }  // every pending scan was looked at
+        let seek = try db.prepare(
+            """
+            \(Spool.identifierHeads)
+            SELECT \(Spool.columns("s")) FROM heads AS s WHERE \(Spool.dueCondition) ORDER BY s.seq LIMIT ?2
+            """)
+        try seek.bind(1, Timestamp.format(now))
+        try seek.bind(2, wanted)
+        try seek.bind(3, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
+        heads = []
+        while try seek.step() {
+            let record = Spool.record(seek)
+            if let identifier = record.identifier, busy.contains(identifier) { continue }
+            if heads.count < limit { heads.append(record) }
+        }
+        return heads
+    }
+
+    /// The batch `head` was last sent in, when every member of it may go again together now; nil when it was
+    /// sent alone. A batch that cannot go as it was is dissolved here (its members go in new batches).
+    private func storedBatch(
+        of head: ScanRecord, db: SQLiteConnection, now: Date, busy: Set<String>, taken: Set<String>, size: Int
+    ) throws(SQLiteError) -> DeliveryBatch? {
+        let lookup = try db.prepare("SELECT batch, size FROM batch_members WHERE scan_id = ?1")
+        try lookup.bind(1, head.id)
+        guard try lookup.step(), let key = lookup.string(0) else { return nil }
+        let expected = lookup.int(1)
+        lookup.reset()
+        // In capture order, as the batch was first sent; a member purged since is missing here.
+        let list = try db.prepare(
+            "SELECT b.scan_id FROM batch_members AS b JOIN scans AS s ON s.id = b.scan_id WHERE b.batch = ?1 ORDER BY s.seq"
+        )
+        try list.bind(1, key)
+        var ids: [String] = []
+        while try list.step() { ids.append(list.string(0) ?? "") }
+        var members: [ScanRecord] = []
+        if size > 1, ids.count == expected, ids.count <= size {
+            for id in ids {
+                let member = try db.prepare(
+                    """
+                    SELECT \(Spool.columns) FROM scans AS s
+                    WHERE s.id = ?2 AND s.state = 'pending' AND s.input IS NOT NULL
+                      AND \(Spool.dueCondition)
+                      AND \(Spool.headOfIdentifier)
+                    """)
+                try member.bind(1, Timestamp.format(now))
+                try member.bind(2, id)
+                try member.bind(3, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
+                guard try member.step() else { break }
+                let record = Spool.record(member)
+                member.reset()
+                if taken.contains(record.id) || record.identifier.map(busy.contains) == true { break }
+                members.append(record)
+            }
+        }
+        guard expected > 1, members.count == expected, ids.count == expected else {
+            try Spool.dissolve(batch: key, db: db)
+            return nil
+        }
+        return DeliveryBatch(key: key, records: members)
+    }
+
+    static func dissolve(batch key: String, db: SQLiteConnection) throws(SQLiteError) {
+        let delete = try db.prepare("DELETE FROM batch_members WHERE batch = ?1")
+        try delete.bind(1, key)
+        try delete.step()
     }
 
     /// Claims one scan for the `scan` command's single attempt, only if no earlier scan of its identifier is
@@ -74,6 +229,7 @@ extension Spool {
                     WHERE s.id = ?2 AND s.state = 'pending' AND s.input IS NOT NULL
                       AND \(Spool.dueCondition)
                       AND \(Spool.headOfIdentifier)
+                      AND NOT EXISTS (SELECT 1 FROM batch_members AS b WHERE b.scan_id = s.id)
                     """)
                 try select.bind(1, Timestamp.format(now))
                 try select.bind(2, id)
@@ -95,12 +251,13 @@ extension Spool {
     /// A time further ahead of `now` than `longestWait` counts as due (a wall clock stepped back).
     public func nextDueTime(now: Date) throws(SpoolError) -> Date? {
         try withBookkeeping { db throws(SQLiteError) in
+            // One seek per pending identifier to its first pending scan (see `dueHeads`), not a test of every
+            // pending scan.
             let s = try db.prepare(
                 """
+                \(Spool.identifierHeads)
                 SELECT MIN(CASE WHEN s.next_attempt_at IS NULL OR s.next_attempt_at > ?1 THEN ''
-                                ELSE s.next_attempt_at END) FROM scans AS s
-                WHERE s.state = 'pending' AND s.input IS NOT NULL
-                  AND \(Spool.headOfIdentifier)
+                                ELSE s.next_attempt_at END) FROM heads AS s
                 """)
             try s.bind(1, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
             guard try s.step(), !s.isNull(0), let text = s.string(0) else { return nil }
@@ -112,53 +269,58 @@ extension Spool {
     /// Records an attempt's result. Only a row still `pending` changes: if an operator purged or revived it
     /// meanwhile, their action wins.
     public func recordOutcome(id: String, outcome: RecordedOutcome, now: Date) throws(SpoolError) {
-        try withBookkeeping { db throws(SQLiteError) in
-            let s = try db.prepare(
-                """
-                UPDATE scans SET state = ?2, attempts = attempts + 1, last_error = ?3, next_attempt_at = ?4,
-                                 delivered_at = ?5, response = COALESCE(?6, response), last_attempt_at = ?7
-                WHERE id = ?1 AND state = 'pending'
-                """)
-            try s.bind(1, id)
-            try s.bind(7, Timestamp.format(now))
-            switch outcome {
-            case .delivered(let response):
-                try s.bind(2, ScanState.delivered.rawValue)
-                try s.bind(3, nil)
-                try s.bind(4, nil)
-                try s.bind(5, Timestamp.format(now))
-                try s.bind(6, response)
-            case .dead(let reason, let response):
-                try s.bind(2, ScanState.dead.rawValue)
-                try s.bind(3, reason)
-                try s.bind(4, nil)
-                try s.bind(5, nil)
-                try s.bind(6, response)
-            case .retry(let reason, let nextAttempt):
-                try s.bind(2, ScanState.pending.rawValue)
-                try s.bind(3, reason)
-                try s.bind(4, Timestamp.format(nextAttempt))
-                try s.bind(5, nil)
-                try s.bind(6, nil)
-            }
-            try s.step()
+        try withBookkeeping { db throws(SQLiteError) in try Spool.record(outcome, id: id, now: now, db: db) }
+    }
+
+    static func record(_ outcome: RecordedOutcome, id: String, now: Date, db: SQLiteConnection) throws(SQLiteError) {
+        let s = try db.prepare(
+            """
+            UPDATE scans SET state = ?2, attempts = attempts + 1, last_error = ?3, next_attempt_at = ?4,
+                             delivered_at = ?5, response = COALESCE(?6, response), last_attempt_at = ?7
+            WHERE id = ?1 AND state = 'pending'
+            """)
+        try s.bind(1, id)
+        try s.bind(7, Timestamp.format(now))
+        switch outcome {
+        case .delivered(let response):
+            try s.bind(2, ScanState.delivered.rawValue)
+            try s.bind(3, nil)
+            try s.bind(4, nil)
+            try s.bind(5, Timestamp.format(now))
+            try s.bind(6, response)
+        case .dead(let reason, let response):
+            try s.bind(2, ScanState.dead.rawValue)
+            try s.bind(3, reason)
+            try s.bind(4, nil)
+            try s.bind(5, nil)
+            try s.bind(6, response)
+        case .retry(let reason, let nextAttempt):
+            try s.bind(2, ScanState.pending.rawValue)
+            try s.bind(3, reason)
+            try s.bind(4, Timestamp.format(nextAttempt))
+            try s.bind(5, nil)
+            try s.bind(6, nil)
         }
+        try s.step()
     }
 
     /// Delivery is paused (the API refused our token): the scan stays pending and due, its attempt is not
     /// counted against it, and the reason is kept for `spool stats`.
     public func recordPaused(id: String, reason: String, now: Date) throws(SpoolError) {
-        try withBookkeeping { db throws(SQLiteError) in
-            let s = try db.prepare(
-                """
-                UPDATE scans SET last_error = ?2, next_attempt_at = NULL, last_attempt_at = ?3
-                WHERE id = ?1 AND state = 'pending'
-                """)
-            try s.bind(1, id)
-            try s.bind(2, reason)
-            try s.bind(3, Timestamp.format(now))
-            try s.step()
+        try withBookkeeping { db throws(SQLiteError) in try Spool.recordPaused(id: id, reason: reason, now: now, db: db)
         }
+    }
+
+    static func recordPaused(id: String, reason: String, now: Date, db: SQLiteConnection) throws(SQLiteError) {
+        let s = try db.prepare(
+            """
+            UPDATE scans SET last_error = ?2, next_attempt_at = NULL, last_attempt_at = ?3
+            WHERE id = ?1 AND state = 'pending'
+            """)
+        try s.bind(1, id)
+        try s.bind(2, reason)
+        try s.bind(3, Timestamp.format(now))
+        try s.step()
     }
 
     /// Makes every pending scan that is backing off due now, except those leased in `except`: the API came
@@ -178,14 +340,58 @@ extension Spool {
         }
     }
 
-    /// Releases a claimed scan without counting an attempt (shutdown abandoned the request).
-    public func release(id: String) throws(SpoolError) {
+    /// Records what one request's answer left on each of its scans, in one transaction. `keepBatch` keeps the
+    /// batch's membership for a retry of the same request (no answer, or one answer for all of it); otherwise
+    /// its scans were answered one by one, and each goes in a new request next time.
+    public func recordAttempts(
+        batch key: String, _ records: [(id: String, record: AttemptRecord)], keepBatch: Bool, now: Date
+    ) throws(SpoolError) {
         try withBookkeeping { db throws(SQLiteError) in
-            let s = try db.prepare("UPDATE scans SET next_attempt_at = NULL WHERE id = ?1 AND state = 'pending'")
-            try s.bind(1, id)
-            try s.step()
+            try db.transaction { () throws(SQLiteError) in
+                for (id, record) in records {
+                    switch record {
+                    case .outcome(let outcome): try Spool.record(outcome, id: id, now: now, db: db)
+                    case .paused(let reason): try Spool.recordPaused(id: id, reason: reason, now: now, db: db)
+                    case .released: try Spool.release(id: id, db: db)
+                    }
+                }
+                if !keepBatch { try Spool.dissolve(batch: key, db: db) }
+            }
         }
     }
+
+    /// Releases a claimed scan without counting an attempt (shutdown abandoned the request).
+    public func release(id: String) throws(SpoolError) {
+        try withBookkeeping { db throws(SQLiteError) in try Spool.release(id: id, db: db) }
+    }
+
+    static func release(id: String, db: SQLiteConnection) throws(SQLiteError) {
+        let s = try db.prepare("UPDATE scans SET next_attempt_at = NULL WHERE id = ?1 AND state = 'pending'")
+        try s.bind(1, id)
+        try s.step()
+    }
+}
+
+/// Scans sent in one request, and the request's `Idempotency-Key`: a lone scan's own id, a batch's key
+/// (docs/contracts.md, "Batched request").
+public struct DeliveryBatch: Sendable, Equatable {
+    public var key: String
+    public var records: [ScanRecord]
+
+    public init(key: String, records: [ScanRecord]) {
+        self.key = key
+        self.records = records
+    }
+}
+
+/// What one request's answer leaves on one of its scans.
+public enum AttemptRecord: Sendable, Equatable {
+    /// An outcome that counts as an attempt.
+    case outcome(RecordedOutcome)
+    /// Delivery paused (a refused token, a redirect): the attempt is not counted, the scan is due for the probe.
+    case paused(reason: String)
+    /// Not sent after all (shutdown, a refused batch): the lease is given back, no attempt counted.
+    case released
 }
 
 /// What a delivery attempt leaves on a scan.

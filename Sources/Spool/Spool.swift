@@ -288,6 +288,11 @@ public final class Spool: Sendable {
 
     static let columns =
         "id, created_at, state, source_kind, device, uid, raw, input, identifier, attempts, last_error, next_attempt_at, delivered_at, response, symbology"
+    /// `columns`, each qualified with `table` (a query that joins another table with the same names).
+    static func columns(_ table: String) -> String {
+        columns.split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: .whitespaces))" }.joined(
+            separator: ", ")
+    }
     /// The index of the first column a query selects after `columns`.
     static let columnCount = Int32(columns.split(separator: ",").count)
 

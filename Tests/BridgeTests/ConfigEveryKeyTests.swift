@@ -34,6 +34,7 @@ struct ConfigEveryKeyTests {
         },
         Case(path: "api.timeout", json: "7.5", text: "7.5") { $0.api.timeout == 7.5 },
         Case(path: "api.concurrency", json: "9", text: "9") { $0.api.concurrency == 9 },
+        Case(path: "api.batchSize", json: "7", text: "7") { $0.api.batchSize == 7 },
         Case(path: "api.allowInsecureHTTP", json: "true", text: "yes") { $0.api.allowInsecureHTTP },
         Case(path: "spool.path", json: #""/tmp/s.sqlite""#, text: "/tmp/s.sqlite") { $0.spool.path == "/tmp/s.sqlite" },
         Case(path: "spool.synchronous", json: #""normal""#, text: "normal") { $0.spool.synchronous == .normal },

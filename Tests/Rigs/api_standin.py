@@ -112,6 +112,13 @@ def reject_constant(name):
 
 def resolve_identifier(_root, info, input):  # noqa: A002 - the argument is called `input`
     info.context["resolvedInput"] = input
+    # Each field (one per scan; several under aliases in a batched request) with its input, in execution order.
+    info.context.setdefault("fields", []).append((info.path.key, input))
+    fault = info.context.get("fieldFault")
+    if fault is not None:
+        code = fault(input.get("identifier"))
+        if code is not None:
+            raise graphql.GraphQLError(f"field error (injected, {code})", extensions={"code": code})
     meta = input.get("scanMetadata")
     if meta is not None and not valid_timestamp(meta["timestamp"]):
         raise graphql.GraphQLError(
@@ -161,6 +168,14 @@ class GraphQLExecutor:
         ext.setdefault("code", default_code)
         out["extensions"] = ext
         return out
+
+    def root_fields(self, query, operation_name):
+        """The number of fields the operation selects at its root (aliases included), 0 if it does not parse."""
+        doc, errors = self._document(query)
+        if doc is None:
+            return 0
+        op = get_operation_ast(doc, operation_name)
+        return len(op.selection_set.selections) if op is not None else 0
 
     def run(self, query, variables, operation_name, context):
         """Returns the response payload (always HTTP 200 at this point, like Apollo's GraphQL errors)."""
@@ -272,6 +287,8 @@ class State:
         self.record_limit = record_limit
         self.client_timeout = None  # --client-timeout
         self.order_tolerance = 0.0  # --order-tolerance
+        self.max_aliases = None  # POST /_control/limits
+        self.field_faults = {}  # identifier -> [code, remaining or None]; POST /_control/field-fault
         self._clear()
 
     def _clear(self):
@@ -296,11 +313,29 @@ class State:
         self.order_violation_seqs = []
         self.abandoned_answers = 0
         self.api_connections = 0
+        self.batched_requests = 0
+        self.largest_batch = 0
 
     def reset(self):
         with self.cond:
             self._clear()
+            self.max_aliases = None
+            self.field_faults = {}
             self.cond.notify_all()
+
+    def field_fault(self, identifier):
+        """The error code the field of `identifier` gets now, or None (and one use of a counted fault spent)."""
+        with self.cond:
+            fault = self.field_faults.get(identifier)
+            if fault is None:
+                return None
+            code, remaining = fault
+            if remaining is not None:
+                if remaining <= 1:
+                    del self.field_faults[identifier]
+                else:
+                    fault[1] = remaining - 1
+            return code
 
     def set_mode(self, mode):
         with self.cond:
@@ -311,7 +346,7 @@ class State:
     def mode_public(self):
         return {k: v for k, v in self.mode.items() if v is not None and not (k == "reset" and not v)}
 
-    def arrive(self, record, identifier, new_connection, faultable):
+    def arrive(self, record, identifiers, new_connection, faultable):
         """Numbers the request, decides which mode applies to it, and stores its record.
 
         Only `POST /graphql` is `faultable`: a request to a wrong path must not use up `count`."""
@@ -339,7 +374,7 @@ class State:
                 self.api_connections += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            if identifier is not None:
+            for identifier in identifiers:
                 if self.in_flight_ids[identifier] > 0:
                     self.identifier_overlaps += 1  # docs/contracts.md, "Delivery order": never two scans of one identifier in flight.
                 self.in_flight_ids[identifier] += 1
@@ -349,15 +384,32 @@ class State:
             self.cond.notify_all()
             return self.generation, dict(applied)
 
-    def finish(self, generation, record, identifier, status, response, dropped=False):
-        delivered = bool(
-            status == 200 and isinstance(response, dict) and not response.get("errors")
-            and isinstance(response.get("data"), dict) and response["data"].get("resolveIdentifier") is not None
-        )
+    def finish(self, generation, record, identifiers, status, response, dropped=False):
+        # A field is delivered when it has a non-null result and no error names it; a request-level error
+        # (no path) spoils every field. A single request's one field is `resolveIdentifier`.
+        fields = record.get("fields") or []
+        delivered_fields = []
+        if status == 200 and isinstance(response, dict) and isinstance(response.get("data"), dict):
+            errors = response.get("errors") or []
+            errored = {e["path"][0] for e in errors if isinstance(e, dict) and e.get("path")}
+            request_error = any(isinstance(e, dict) and not e.get("path") for e in errors)
+            for alias, inp in fields:
+                if not request_error and alias not in errored and response["data"].get(alias) is not None:
+                    delivered_fields.append((alias, inp))
+        delivered = bool(fields) and len(delivered_fields) == len(fields)
         with self.cond:
             record["status"] = status
             record["response"] = response
             record["delivered"] = delivered
+            record["deliveredFields"] = len(delivered_fields)
+            record["deliveredAliases"] = [alias for alias, _ in delivered_fields]
+            # Per scan: its input as sent (the k-th variable is the k-th field's), and whether it was delivered.
+            raw = record.get("inputs") or []
+            names = {alias for alias, _ in delivered_fields}
+            record["scans"] = [
+                {"alias": alias, "input": raw[k] if len(raw) == len(fields) else value, "delivered": alias in names}
+                for k, (alias, value) in enumerate(fields)
+            ] if fields else [{"alias": None, "input": value, "delivered": False} for value in raw]
             record["answeredMono"] = time.monotonic()
             record["state"] = "dropped" if dropped else "answered"
             if generation != self.generation:
@@ -369,22 +421,27 @@ class State:
                     code = (err.get("extensions") or {}).get("code") if isinstance(err, dict) else None
                     self.by_code[code or "NONE"] += 1
             self.in_flight -= 1
-            if identifier is not None:
+            for identifier in identifiers:
                 self.in_flight_ids[identifier] -= 1
                 if self.in_flight_ids[identifier] <= 0:
                     del self.in_flight_ids[identifier]
-            if delivered:
+            if len(fields) > 1:
+                self.batched_requests += 1
+                self.largest_batch = max(self.largest_batch, len(fields))
+            key = record["headers"].get("idempotency-key")
+            # An answer later than the client's own timeout went to nobody: the client had given up, counted
+            # the attempt as failed and kept its scan pending (the same key comes again). Its late "delivered"
+            # says nothing about the order the client delivers in, so it is counted, not order-checked.
+            late = self.client_timeout is not None and \
+                record["answeredMono"] - record["arrivedMono"] > self.client_timeout
+            for alias, inp in delivered_fields:
                 self.delivered += 1
-                key = record["headers"].get("idempotency-key")
                 if key is not None:
-                    self.delivered_keys.add(key)
-                # An answer later than the client's own timeout went to nobody: the client had given up, counted
-                # the attempt as failed and kept its scan pending (the same key comes again). Its late "delivered"
-                # says nothing about the order the client delivers in, so it is counted, not order-checked.
-                if self.client_timeout is not None and record["answeredMono"] - record["arrivedMono"] > self.client_timeout:
+                    self.delivered_keys.add(key if len(fields) == 1 else f"{key}#{alias}")
+                if late:
                     self.abandoned_answers += 1
                 else:
-                    self._check_order(record, identifier)
+                    self._check_order(record, inp)
             self.cond.notify_all()
 
     @staticmethod
@@ -394,10 +451,11 @@ class State:
         except ValueError:
             return float("inf")  # not a timestamp: always compared strictly
 
-    def _check_order(self, record, identifier):
+    def _check_order(self, record, inp):
         # docs/contracts.md, "Delivery order": per identifier, capture order; a delivered scan must not be older than one
         # already delivered (an equal timestamp is a legitimate at-least-once resend).
-        inp = record.get("input")
+        identifier = inp.get("identifier") if isinstance(inp, dict) else None
+        identifier = identifier if isinstance(identifier, str) else None
         meta = inp.get("scanMetadata") if isinstance(inp, dict) else None
         ts = meta.get("timestamp") if isinstance(meta, dict) else None
         if identifier is None or not isinstance(ts, str):
@@ -449,6 +507,9 @@ class State:
                 "abandonedAnswers": self.abandoned_answers,
                 "orderViolationSeqs": list(self.order_violation_seqs),
                 "apiConnections": self.api_connections,
+                "batchedRequests": self.batched_requests,
+                "largestBatch": self.largest_batch,
+                "limits": {"maxAliases": self.max_aliases},
                 "recordsHeld": len(self.records),
                 "recordsEvicted": self.evicted,
                 "lastSeq": self.seq,
@@ -666,8 +727,14 @@ class Handler(BaseHTTPRequestHandler):
                 json_error = str(e)
         variables = body.get("variables") if isinstance(body, dict) else None
         inp = variables.get("input") if isinstance(variables, dict) else None
-        identifier = inp.get("identifier") if isinstance(inp, dict) else None
-        identifier = identifier if isinstance(identifier, str) else None
+        # A batched request (docs/contracts.md, "Batched request") carries one input per variable $i0, $i1, ...
+        if isinstance(inp, dict):
+            inputs = [inp]
+        elif isinstance(variables, dict):
+            inputs = [v for v in variables.values() if isinstance(v, dict) and "identifier" in v]
+        else:
+            inputs = []
+        identifiers = [i.get("identifier") for i in inputs if isinstance(i.get("identifier"), str)]
         record = {
             "seq": None,
             "conn": self.conn_id,
@@ -685,6 +752,10 @@ class Handler(BaseHTTPRequestHandler):
             "body": body,
             "rawBody": None if body is not None else raw.decode("utf-8", "replace"),
             "input": inp,
+            "inputs": inputs,
+            "fields": [],
+            "deliveredFields": 0,
+            "scans": [],
             "status": None,
             "state": "pending",
             "delivered": False,
@@ -693,7 +764,7 @@ class Handler(BaseHTTPRequestHandler):
             "response": None,
         }
         faultable = self.command == "POST" and urllib.parse.urlsplit(self.path).path == "/graphql"
-        generation, mode = self.state.arrive(record, identifier, self.conn_requests == 1, faultable)
+        generation, mode = self.state.arrive(record, identifiers, self.conn_requests == 1, faultable)
         status, response = None, None
         try:
             status, response, headers, raw_out, close = self._answer(mode, read_error, body, json_error, record)
@@ -703,7 +774,7 @@ class Handler(BaseHTTPRequestHandler):
             response = {"errors": [gql_error("stand-in internal error", "INTERNAL_SERVER_ERROR")]}
         finally:
             dropped = status is None
-            self.state.finish(generation, record, identifier, status, response, dropped=dropped)
+            self.state.finish(generation, record, identifiers, status, response, dropped=dropped)
         if dropped:
             self._drop(mode.get("reset", False))
         elif raw_out is not None:
@@ -784,10 +855,18 @@ class Handler(BaseHTTPRequestHandler):
             return 400, {"errors": [gql_error("`variables` must be an object", "BAD_REQUEST")]}, (), None, False
         if op is not None and not isinstance(op, str):
             return 400, {"errors": [gql_error("`operationName` must be a string", "BAD_REQUEST")]}, (), None, False
-        context = {}
+        limit = self.state.max_aliases
+        if limit is not None:
+            roots = self.executor.root_fields(query, op)
+            if roots > limit:  # As an alias-limiting plugin does, refused before execution (Apollo 4: HTTP 400).
+                return 400, {"errors": [gql_error(
+                    f"aliases limit exceeded: {roots} root fields, at most {limit} allowed",
+                    "GRAPHQL_VALIDATION_FAILED")]}, (), None, False
+        context = {"fieldFault": self.state.field_fault}
         response = self.executor.run(query, variables, op, context)
-        if record["input"] is None and "resolvedInput" in context:
+        if record["input"] is None and "resolvedInput" in context and len(context.get("fields", [])) == 1:
             record["input"] = context["resolvedInput"]  # The input was a literal in the document.
+        record["fields"] = [[alias, value] for alias, value in context.get("fields", [])]
         return 200, response, (), None, False
 
     # -- control API ------------------------------------------------------------------------
@@ -815,6 +894,27 @@ class Handler(BaseHTTPRequestHandler):
                 since, limit = num("since", 0), num("limit", None)
                 wait, minimum = min(num("wait", 0.0, float), 60.0), num("min", 1)
                 return self._send(200, self.state.requests_since(since, limit, wait, minimum))
+            if route == ("POST", "/_control/limits"):
+                spec = self._json_body(raw) if raw else {}
+                value = spec.get("maxAliases") if isinstance(spec, dict) else None
+                if set(spec) - {"maxAliases"} or not (value is None or (isinstance(value, int) and value >= 1)):
+                    raise ValueError("body: {\"maxAliases\": N >= 1 or null}")
+                with self.state.cond:
+                    self.state.max_aliases = value
+                log(f"limits: maxAliases={value}")
+                return self._send(200, {"maxAliases": value})
+            if route == ("POST", "/_control/field-fault"):
+                spec = self._json_body(raw) if raw else {}
+                if not isinstance(spec, dict) or set(spec) - {"identifier", "code", "count"} \
+                        or not isinstance(spec.get("identifier"), str) or not isinstance(spec.get("code"), str):
+                    raise ValueError('body: {"identifier": S, "code": C[, "count": N]}')
+                count = spec.get("count")
+                if count is not None and (not isinstance(count, int) or count < 1):
+                    raise ValueError("`count` must be a positive integer")
+                with self.state.cond:
+                    self.state.field_faults[spec["identifier"]] = [spec["code"], count]
+                log(f"field fault: {json.dumps(spec)}")
+                return self._send(200, spec)
             if route == ("GET", "/_control/stats"):
                 return self._send(200, self.state.stats())
             if route == ("POST", "/_control/reset"):
