@@ -48,6 +48,25 @@ extension NFCRigTests {
                 "\(apdus) taps=\(harness.taps.all.count) \(harness.log)")
         }
 
+        /// An NTAG 424 DNA "SUN" URL: the tag mirrors encrypted PICC data and a CMAC into its URL on every tap (NXP
+        /// AN12196; the values are its example's, the UID the one its decrypted PICCData holds). On a Plings URL it
+        /// is kept byte-exact as read, for whoever holds the keys, and still parsed for `i` and `p`; the bridge
+        /// holds no key and checks nothing.
+        @Test func aSecureDynamicURLIsKeptByteExact() throws {
+            let harness = try NFCHarness()
+            defer { harness.close() }
+            let url = NDEF.plingsURL + "&picc_data=EF963FF7828658A599F3041510671E88&cmac=94EED9EE65337086"
+            let (event, _) = try harness.tap("type4", uid: "04DE5F1EACC040", NDEF.hex(NDEF.uri(url)))
+            #expect(event.error == nil, "\(event.error ?? "")")
+            let read = try #require(harness.reads.all.first)
+            #expect(read.raw == url)
+            guard case .success(let id) = PlingsURLParser().parse(read.raw) else {
+                Issue.record("not a Plings URL: \(read.raw)")
+                return
+            }
+            #expect(id.identifier == "4kyQCd5tMDjJVWJKRzVT" && id.path == "4.2.3.3.6")
+        }
+
         // MARK: TLV and record layouts
 
         @Test func threeByteLengthTLVWithALongMessage() throws {
@@ -217,7 +236,8 @@ extension NFCRigTests {
             #expect(harness.reads.all.map(\.uid) == ["04a1b2c3d4e5f6", "04010203040506"])
         }
 
-        @Test func mifareClassicIsAReadWithItsUIDOnly() throws {
+        /// A factory-fresh MIFARE Classic (transport keys, no MAD): its UID, and why there is no URL.
+        @Test func mifareClassicWithoutAMADIsAReadWithItsUIDOnly() throws {
             let harness = try NFCHarness()
             defer { harness.close() }
             let (event, apdus) = try harness.tap("mifare1k", uid: "A1B2C3D4")
@@ -225,8 +245,37 @@ extension NFCRigTests {
             let read = try #require(harness.reads.all.first)
             #expect(read.uid == "a1b2c3d4")
             #expect(read.raw == "")
-            #expect(read.noURLReason?.contains("MIFARE Classic") == true, "\(read.noURLReason ?? "")")
-            #expect(apdus == ["FFCA000000"])
+            #expect(read.noURLReason?.contains("MIFARE Classic without a MAD") == true, "\(read.noURLReason ?? "")")
+            // GET UID, LOAD KEYS with the MAD key (NXP AN10787), GENERAL AUTHENTICATE of block 0: refused.
+            #expect(apdus == ["FFCA000000", "FF82000006A0A1A2A3A4A5", "FF860000050100006000"])
+        }
+
+        /// NDEF-formatted MIFARE Classic 1K and 4K (NXP AN1305 over the MAD): the Plings URL, read with the public
+        /// keys only; a wrong MAD CRC and private NDEF keys give a reason instead.
+        @Test func mifareClassicNDEFIsReadThroughTheMAD() throws {
+            let harness = try NFCHarness()
+            defer { harness.close() }
+            for kind in ["mifare1k", "mifare4k"] {
+                let before = harness.reads.all.count
+                let (event, apdus) = try harness.tap(kind, uid: "A1B2C3D4", "-", "url=\(NDEF.plingsURL)")
+                #expect(event.error == nil, "\(event.error ?? "")")
+                let read = try #require(harness.reads.all.dropFirst(before).first)
+                #expect(read.raw == NDEF.plingsURL && read.uid == "a1b2c3d4", "\(kind): \(read)")
+                // Only the two public keys are ever loaded.
+                #expect(
+                    Set(apdus.filter { $0.hasPrefix("FF82") }) == ["FF82000006A0A1A2A3A4A5", "FF82000006D3F7D3F7D3F7"])
+                // A 4K reads its MAD2 in sector 16 (blocks 64-66) too.
+                #expect(apdus.contains("FFB0004010") == (kind == "mifare4k"), "\(apdus)")
+            }
+            for (option, reason) in [
+                ("classic=badcrc", "MIFARE Classic MAD: CRC"),
+                ("classic=private", "refused the NFC Forum public key"),
+            ] {
+                let before = harness.reads.all.count
+                _ = try harness.tap("mifare1k", uid: "A1B2C3D4", "-", "url=\(NDEF.plingsURL) \(option)")
+                let read = try #require(harness.reads.all.dropFirst(before).first)
+                #expect(read.raw == "" && read.noURLReason?.contains(reason) == true, "\(read.noURLReason ?? "")")
+            }
         }
 
         @Test func tagWithoutAUIDAnswerIsStillRead() throws {

@@ -5,8 +5,8 @@ public enum TagKind: Sendable, Equatable, Hashable, CustomStringConvertible {
     /// An ISO-DEP (ISO 14443-4) card: a Type 4 tag candidate, read through the NDEF application.
     /// Phones and bank cards are ISO-DEP too; they fail the NDEF application SELECT.
     case type4
-    /// MIFARE Classic (and MIFARE Mini/Plus in security level 1/2, which emulate it): NDEF on it needs
-    /// sector authentication with MAD keys, which this bridge does not do. Read for its UID only.
+    /// MIFARE Classic (and MIFARE Mini/Plus in security level 1/2, which emulate it): NDEF through the MAD and
+    /// the NFC Forum's public keys (`ClassicTagReader`).
     case mifareClassic(name: String)
     /// A storage card we do not read NDEF from (ISO 15693, FeliCa, Jewel/Topaz, ...). Read for its UID only.
     case unsupported(name: String)
@@ -70,7 +70,7 @@ public enum TagKind: Sendable, Equatable, Hashable, CustomStringConvertible {
         switch self {
         case .type2(let name): return "\(name) (Type 2)"
         case .type4: return "ISO-DEP (Type 4)"
-        case .mifareClassic(let name): return "\(name) (no NDEF support)"
+        case .mifareClassic(let name): return "\(name) (MIFARE Classic NDEF)"
         case .unsupported(let name): return "\(name) (unsupported)"
         }
     }

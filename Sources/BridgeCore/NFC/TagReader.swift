@@ -70,8 +70,11 @@ public enum TagReader {
             var reader = Type4TagReader(session: session, maxReadLength: max(1, min(options.maxType4ReadLength, 255)))
             defer { session = reader.session }
             lookup = try reader.readNDEF()
-        case .mifareClassic:
-            lookup = .none(reason: "\(kind): NDEF on MIFARE Classic is not read")
+        case .mifareClassic(let name):
+            // MIFARE Plus 2K/4K in security level 1 or 2 answer as a Classic of their size: MAD2 in sector 16.
+            var reader = ClassicTagReader(session: session, is4K: name.hasSuffix("4K") || name.hasSuffix("2K"))
+            defer { session = reader.session }
+            lookup = try reader.readNDEF()
         case .unsupported:
             lookup = .none(reason: "\(kind): no NDEF read for this card type")
         }

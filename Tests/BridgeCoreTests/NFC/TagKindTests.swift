@@ -24,7 +24,7 @@ struct NFCTagKindTests {
         #expect(TagKind.from(atr: storageATR(0x03, 0x0002)) == .mifareClassic(name: "MIFARE Classic 4K"))
         #expect(TagKind.from(atr: storageATR(0x03, 0x0026)) == .mifareClassic(name: "MIFARE Mini"))
         #expect(TagKind.from(atr: storageATR(0x03, 0x0036)) == .mifareClassic(name: "MIFARE Plus SL1 2K"))
-        #expect(TagKind.from(atr: storageATR(0x03, 0x0001)).description == "MIFARE Classic 1K (no NDEF support)")
+        #expect(TagKind.from(atr: storageATR(0x03, 0x0001)).description == "MIFARE Classic 1K (MIFARE Classic NDEF)")
     }
 
     @Test("unknown ISO 14443 A names are Type 2 candidates; other standards are unsupported")

@@ -149,6 +149,7 @@ def iso14443_4_atr(historical=b""):
 
 ATR_ULTRALIGHT = pcsc_part3_atr(b"\x00\x03")  # NTAG21x reports as Mifare Ultralight
 ATR_MIFARE_1K = pcsc_part3_atr(b"\x00\x01")
+ATR_MIFARE_4K = pcsc_part3_atr(b"\x00\x02")
 ATR_TYPE4 = iso14443_4_atr(b"\x80")  # 3B 81 80 01 80 80: DESFire / NTAG424 style
 ATR_PHONE = iso14443_4_atr(b"")  # 3B 80 80 01 01: Android HCE behind an ACR122U
 
@@ -301,24 +302,118 @@ class Type2Card(Card):
 
 
 class MifareClassicCard(Card):
-    """Mifare Classic 1K: answers FF CA, but every read needs authentication we never grant."""
+    """MIFARE Classic 1K/4K behind a PC/SC Part 3 reader: GET UID, LOAD KEYS (FF 82) into volatile slots,
+    GENERAL AUTHENTICATE (FF 86, and the ACR122U's older FF 88) with key A per sector, READ BINARY (FF B0) of one
+    16-byte block of the authenticated sector; anything else refused. A failed authentication or a read outside
+    the authenticated sector gives 63 00, as the ACR122U answers.
 
-    kind = "mifare1k"
+    Without a message the card is as it leaves the factory: transport key A FF..FF everywhere, no MAD. With
+    `url=`/`ndef=` it is formatted as the NFC Forum maps NDEF onto MIFARE Classic (NXP AN1305) over the MAD
+    (NXP AN10787): MAD1 in sector 0 (public MAD key A A0A1A2A3A4A5; CRC-8, info byte 01, application ID E1 03 for
+    every other sector), for 4K MAD2 in sector 16, NDEF sectors with the public key A D3F7D3F7D3F7 holding the
+    NDEF TLV and a terminator in their data blocks. `classic=badcrc` spoils the MAD's CRC, `classic=private` gives
+    the NDEF sectors a private key A.
+    """
 
-    def __init__(self, uid, opts):
+    MAD_KEY = bytes.fromhex("A0A1A2A3A4A5")
+    NDEF_KEY = bytes.fromhex("D3F7D3F7D3F7")
+    TRANSPORT_KEY = b"\xff" * 6
+
+    def __init__(self, kind, uid, message, opts):
         Card.__init__(self, uid, opts)
         if len(uid) not in (4, 7):
-            raise RigError("mifare1k needs a 4- or 7-byte UID")
-        self.atr = opts["atr"] or ATR_MIFARE_1K
+            raise RigError("%s needs a 4- or 7-byte UID" % kind)
+        self.kind = kind
+        four_k = kind == "mifare4k"
+        self.atr = opts["atr"] or (ATR_MIFARE_4K if four_k else ATR_MIFARE_1K)
+        self.sectors = 40 if four_k else 16
+        self.blocks = 256 if four_k else 64
+        self.mem = [bytearray(16) for _ in range(self.blocks)]
+        self.keys = [self.TRANSPORT_KEY] * self.sectors
+        self.slots = {}
+        self.authenticated = None
+        self.mem[0][:len(uid)] = uid
+        if message is not None:
+            self.format(message, four_k, opts.get("classic"))
+
+    @staticmethod
+    def first_block(sector):
+        return 4 * sector if sector < 32 else 128 + 16 * (sector - 32)
+
+    def sector_of(self, block):
+        return block // 4 if block < 128 else 32 + (block - 128) // 16
+
+    def trailer(self, sector):
+        return self.first_block(sector) + (3 if sector < 32 else 15)
+
+    @staticmethod
+    def mad_crc(data):
+        crc = 0xC7
+        for b in data:
+            crc ^= b
+            for _ in range(8):
+                crc = ((crc << 1) ^ 0x1D) & 0xFF if crc & 0x80 else (crc << 1) & 0xFF
+        return crc
+
+    def format(self, message, four_k, variant):
+        mad_sectors = [0, 16] if four_k else [0]
+        ndef_sectors = [s for s in range(1, self.sectors) if s not in mad_sectors]
+        aids = b"\x03\xe1" * 15  # E1 03, low byte first, for sectors 1-15
+        mad1 = bytearray([0, 0x01]) + aids
+        mad1[0] = self.mad_crc(mad1[1:])
+        if variant == "badcrc":
+            mad1[0] ^= 0xFF
+        self.mem[1], self.mem[2] = mad1[:16], mad1[16:]
+        if four_k:
+            mad2 = bytearray([0, 0x00]) + b"\x03\xe1" * 23  # sectors 17-39
+            mad2[0] = self.mad_crc(mad2[1:])
+            self.mem[64], self.mem[65], self.mem[66] = mad2[:16], mad2[16:32], mad2[32:]
+        for sector in mad_sectors:
+            self.keys[sector] = self.MAD_KEY
+        ndef_key = bytes.fromhex("112233445566") if variant == "private" else self.NDEF_KEY
+        data = ndef_tlv(message)
+        for sector in ndef_sectors:
+            self.keys[sector] = ndef_key
+            for block in range(self.first_block(sector), self.trailer(sector)):
+                self.mem[block][:] = data[:16].ljust(16, b"\x00")
+                data = data[16:]
+        if data:
+            raise RigError("message too long for a %s" % self.kind)
 
     def command(self, apdu):
         if apdu[0] != 0xFF:
             return SW_CLA_NOT_SUPPORTED
-        if apdu[1] == 0x82:  # LOAD KEYS
+        if apdu[1] == 0x82:  # LOAD KEYS FF 82 00 slot 06 key
+            if len(apdu) != 11 or apdu[4] != 6:
+                return SW_WRONG_LENGTH
+            self.slots[apdu[3]] = bytes(apdu[5:11])
             return SW_OK
-        if apdu[1] in (0x86, 0x88, 0xB0, 0xD6):  # authenticate, read, update: all fail
+        if apdu[1] == 0x86:  # GENERAL AUTHENTICATE FF 86 00 00 05 01 00 block keytype slot
+            if len(apdu) != 10 or apdu[4] != 5 or apdu[5] != 0x01:
+                return SW_WRONG_LENGTH
+            return self.authenticate(apdu[7], apdu[8], apdu[9])
+        if apdu[1] == 0x88:  # ACR122U's older form FF 88 00 block keytype slot
+            return self.authenticate(apdu[3], apdu[4], apdu[5]) if len(apdu) == 6 else SW_WRONG_LENGTH
+        if apdu[1] == 0xB0:  # READ BINARY FF B0 00 block 10
+            block = apdu[3]
+            if len(apdu) != 5 or apdu[4] != 16 or block >= self.blocks:
+                return SW_READER_FAIL
+            if self.authenticated != self.sector_of(block):
+                return SW_READER_FAIL
+            data = bytes(self.mem[block])
+            if block == self.trailer(self.sector_of(block)):
+                data = b"\x00" * 6 + data[6:]  # key A never reads back
+            return data + SW_OK
+        if apdu[1] == 0xD6:
             return SW_READER_FAIL
         return SW_FUNC_NOT_SUPPORTED
+
+    def authenticate(self, block, key_type, slot):
+        self.authenticated = None
+        if block >= self.blocks or key_type != 0x60 or self.slots.get(slot) != self.keys[self.sector_of(block)]:
+            return SW_READER_FAIL
+        self.authenticated = self.sector_of(block)
+        return SW_OK
 
 
 class Type4Card(Card):
@@ -401,8 +496,8 @@ class Type4Card(Card):
         return self.read_reply(f[offset:offset + le])
 
 
-KINDS = ("ntag213", "ntag215", "ntag216", "type4", "blank", "phone", "mifare1k")
-OPTION_KEYS = ("ndef", "url", "cc", "mle", "mlc", "size", "fault", "sw", "atr", "wait")
+KINDS = ("ntag213", "ntag215", "ntag216", "type4", "blank", "phone", "mifare1k", "mifare4k")
+OPTION_KEYS = ("ndef", "url", "cc", "mle", "mlc", "size", "fault", "sw", "atr", "wait", "classic")
 FAULTS = ("short4", "remove_after", "garbage_sw", "no_uid", "thru_short", "thru_garbage", "thru_sw")
 PERSONALITIES = ("plain", "acr122u", "part3")
 
@@ -435,6 +530,10 @@ def build_card(kind, uid_hex, data_arg, options):
                     raise RigError("%s= out of range" % key)
             elif key == "wait":
                 opts["wait"] = float(value)
+            elif key == "classic":
+                if value not in ("badcrc", "private"):
+                    raise RigError("classic= is badcrc or private")
+                opts["classic"] = value
             elif key == "fault":
                 for f in value.split(","):
                     name, _, arg = f.partition("=")
@@ -463,7 +562,9 @@ def build_card(kind, uid_hex, data_arg, options):
             message = parse_hex(data_arg, "NDEF message")
         card = Type4Card(kind, uid, message, opts)
     else:
-        card = MifareClassicCard(uid, opts)
+        if message is None and data_arg != "-":
+            message = parse_hex(data_arg, "NDEF message")
+        card = MifareClassicCard(kind, uid, message, opts)
     return card, opts
 
 
