@@ -46,6 +46,7 @@ enum NFCBenchmark {
         let newSpool: Measurement
         let fast: Measurement
         let fallback: Measurement
+        let classic: Measurement
         do {
             newSpool = try measureBridge(taps: taps, idle: 0, rigDirectory: rigDirectory, warmSpool: false)
             ours = try measureBridge(taps: taps, idle: idle, rigDirectory: rigDirectory, warmSpool: true)
@@ -56,6 +57,10 @@ enum NFCBenchmark {
                 reader: ("acr122u", .acr122u, delay))
             fallback = try measureBridge(
                 taps: taps, idle: 0, rigDirectory: rigDirectory, warmSpool: true, reader: ("plain", .plain, delay))
+            // An NDEF-formatted MIFARE Classic 1K (issue 28) on the same ACR122U-like reader.
+            classic = try measureBridge(
+                taps: taps, idle: 0, rigDirectory: rigDirectory, warmSpool: true,
+                reader: ("acr122u", .acr122u, delay), card: "mifare1k")
         } catch {
             print("nfc: bridge run failed: \(error)")
             exit(1)
@@ -117,6 +122,15 @@ enum NFCBenchmark {
                 metric: "same, plain reader: APDUs per NTAG213 read (max over taps)",
                 ours: Double(fallback.apdus.max() ?? 0), baseline: Double(minimum), unit: "APDUs", goal: "= minimum",
                 higherIsBetter: false),
+            BenchRow(
+                metric: "same reader model, ACR122U: MIFARE Classic 1K with a Plings URL (MAD, public keys): tap to "
+                    + "committed (median)",
+                ours: median(classic.latencies), baseline: delayedBaseline, unit: "ms",
+                goal: "info (baseline: the NTAG213 READ BINARY sequence)", higherIsBetter: false),
+            BenchRow(
+                metric: "same, MIFARE Classic 1K: APDUs per read (GET UID, 2 LOAD KEYS, 3 AUTHENTICATE, 6 block reads)",
+                ours: Double(classic.apdus.max() ?? 0), baseline: 12, unit: "APDUs", goal: "= minimum",
+                higherIsBetter: false),
         ]
         if fast.feedbackSent < fast.latencies.count {
             print(
@@ -130,7 +144,8 @@ enum NFCBenchmark {
                     ours: cpu * 1000, baseline: nil, unit: "ms", goal: "< 10 ms", higherIsBetter: false))
         }
         BenchTable.print(rows)
-        for (name, run) in [("plain", ours), ("fast", fast), ("fallback", fallback)] where run.failures > 0 {
+        for (name, run) in [("plain", ours), ("fast", fast), ("fallback", fallback), ("classic", classic)]
+        where run.failures > 0 {
             print("nfc: \(run.failures) tap(s) failed in the \(name) run")
         }
     }
@@ -156,7 +171,7 @@ enum NFCBenchmark {
     /// in ms; nil: the rig's default (plain, no delay) with no profile rule.
     static func measureBridge(
         taps: Int, idle: Double, rigDirectory: String, warmSpool: Bool,
-        reader: (personality: String, profile: ReaderProfile, delay: Double)? = nil
+        reader: (personality: String, profile: ReaderProfile, delay: Double)? = nil, card: String = "ntag213"
     ) throws -> Measurement {
         let directory = NSTemporaryDirectory() + "plings-bench-nfc-\(UUID().uuidString.prefix(8))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -194,7 +209,7 @@ enum NFCBenchmark {
         var result = Measurement()
         var successes = 0
         for n in 1...taps {
-            _ = try rig.send("tap 0 ntag213 \(uid) - url=\(url)")
+            _ = try rig.send("tap 0 \(card) \(card.hasPrefix("mifare") ? String(uid.prefix(8)) : uid) - url=\(url)")
             guard events.wait(count: n, timeout: 10) else {
                 throw BenchFailure(description: "tap \(n): no read within 10 s")
             }
