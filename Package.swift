@@ -37,6 +37,8 @@ let package = Package(
         .target(name: "CMicroHTTPDShim", linkerSettings: [.linkedLibrary("microhttpd")]),
         // libqrencode: QR Codes for the scanner calibration sheet.
         .systemLibrary(name: "CQREncode", pkgConfig: "libqrencode", providers: [.apt(["libqrencode-dev"])]),
+        // libcrypto's ECDSA verification, for NXP's originality signatures (nfc.checkOriginality).
+        .target(name: "CCryptoShim", linkerSettings: [.linkedLibrary("crypto")]),
         // evdev ioctl numbers and `struct input_event` access: function-like macros Swift cannot import.
         .target(name: "CEvdevShim"),
         // libxkbcommon: keymaps from xkb-data and the compose tables, compiled once per layout.
@@ -78,7 +80,8 @@ let package = Package(
         // HID POS barcode scanners: hidraw nodes chosen by report descriptor, codes from Scanned Data Reports.
         .target(name: "HIDPOS", dependencies: ["BridgeCore", "Logging", "Platform", "Plugins", "Udev"]),
         // PC/SC: context lifecycle, reader monitor, tag reading through pcscd.
-        .target(name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite", "Platform", "Plugins"]),
+        .target(
+            name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite", "CCryptoShim", "Platform", "Plugins"]),
         // The read pipeline: debounce, couple the fix, parse, group commit to the spool.
         .target(name: "ReadPipeline", dependencies: ["BridgeCore", "Logging", "Spool", "Platform"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.

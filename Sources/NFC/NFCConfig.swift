@@ -13,6 +13,9 @@ public struct NFCConfig: ConfigSection {
     public var feedback = Feedback()
     /// `nfc.silenceDetectBeep`: turn off the reader's own beep on card detection (writes a reader setting).
     public var silenceDetectBeep = false
+    /// `nfc.checkOriginality`: ask NTAG21x tags for NXP's originality signature (one more exchange per read, on
+    /// readers with a pass-through) and record whether it is genuine.
+    public var checkOriginality = false
 
     public init() {}
 
@@ -47,6 +50,7 @@ public struct NFCConfig: ConfigSection {
         ConfigLoader.structured("nfc.feedback.unrecognized", .textForm, \.nfc.feedback.unrecognized, feedbackPattern),
         ConfigLoader.structured("nfc.feedback.failed", .textForm, \.nfc.feedback.failed, feedbackPattern),
         ConfigLoader.flag("nfc.silenceDetectBeep", \.nfc.silenceDetectBeep),
+        ConfigLoader.flag("nfc.checkOriginality", \.nfc.checkOriginality),
     ]
 
     /// `"green 1x100"`, `"off"`: one feedback pattern.

@@ -272,7 +272,8 @@ struct ReaderMonitor {
         let readStart = MonotonicClock.now()
         event.connectSeconds = readStart - connectStart
         var transport = PCSCTransport(card: card)
-        let options = TagReadOptions(fastRead: track.fastReadOff ? nil : profile.fastRead)
+        var options = TagReadOptions(fastRead: track.fastReadOff ? nil : profile.fastRead)
+        options.readSignature = context.config.checkOriginality
         let outcome: Result<TagReadResult, TagReadError>
         do {
             outcome = .success(try TagReader.read(kind: kind, transport: &transport, options: options))
@@ -288,7 +289,10 @@ struct ReaderMonitor {
         event.apduCount = transport.count
         switch outcome {
         case .success(let result):
-            let read = handoff.makeRead(reader: status.name, result: result, detectedAt: detectedAt)
+            let genuine =
+                context.config.checkOriginality
+                ? OriginalitySignature.check(uid: result.uid, signature: result.signature) : nil
+            let read = handoff.makeRead(reader: status.name, result: result, detectedAt: detectedAt, genuine: genuine)
             event.result = result
             event.read = read
             logger.debug(

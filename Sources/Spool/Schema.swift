@@ -121,6 +121,11 @@ enum Schema {
         ) WITHOUT ROWID;
         CREATE INDEX batch_members_batch ON batch_members (batch);
         """,
+        // 7: the verdict of an NTAG's originality signature (`nfc.checkOriginality`): 'true', 'false' or
+        // 'unknown'; null when not checked. A nullable column: no row is rewritten.
+        """
+        ALTER TABLE scans ADD COLUMN genuine TEXT;
+        """,
     ]
 
     static var currentVersion: Int { migrations.count }

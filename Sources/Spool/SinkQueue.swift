@@ -31,9 +31,7 @@ public struct SinkStats: Sendable, Equatable {
 /// `state`, so the API and (say) an MQTT broker progress independently.
 extension Spool {
     /// `Spool.columns` prefixed with `scans.` (the queue has a `state` and `seq` of its own).
-    static let qualifiedColumns = columns.split(separator: ",").map {
-        "scans." + $0.trimmingCharacters(in: .whitespaces)
-    }.joined(separator: ", ")
+    static let qualifiedColumns = columns("scans")
 
     /// Makes `name` receive every scan committed from now on (by this or any other process). Scans already in
     /// the spool are not queued: enabling a sink does not replay history. Idempotent.

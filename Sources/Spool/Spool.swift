@@ -263,8 +263,8 @@ public final class Spool: Sendable {
                 let statement = try db.prepare(
                     """
                     INSERT INTO scans (id, created_at, state, source_kind, device, uid, raw, input, identifier,
-                                       attempts, last_error, symbology)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11)
+                                       attempts, last_error, symbology, genuine)
+                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12)
                     """)
                 for scan in scans {
                     try statement.bind(1, scan.id)
@@ -278,6 +278,7 @@ public final class Spool: Sendable {
                     try statement.bind(9, scan.identifier)
                     try statement.bind(10, scan.reason)
                     try statement.bind(11, scan.read.symbology)
+                    try statement.bind(12, scan.read.genuine?.rawValue)
                     try statement.step()
                 }
             }
@@ -287,7 +288,7 @@ public final class Spool: Sendable {
     // MARK: - Reading
 
     static let columns =
-        "id, created_at, state, source_kind, device, uid, raw, input, identifier, attempts, last_error, next_attempt_at, delivered_at, response, symbology"
+        "id, created_at, state, source_kind, device, uid, raw, input, identifier, attempts, last_error, next_attempt_at, delivered_at, response, symbology, genuine"
     /// `columns`, each qualified with `table` (a query that joins another table with the same names).
     static func columns(_ table: String) -> String {
         columns.split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: .whitespaces))" }.joined(
@@ -313,7 +314,8 @@ public final class Spool: Sendable {
             nextAttemptAt: date(11),
             deliveredAt: date(12),
             response: s.string(13),
-            symbology: s.string(14))
+            symbology: s.string(14),
+            genuine: s.string(15).flatMap(Originality.init(rawValue:)))
     }
 
     private func query(_ sql: String, bind: (Statement) throws(SQLiteError) -> Void = { _ in }) throws(SpoolError)

@@ -202,6 +202,7 @@ extension CLI {
                 milliseconds: event.succeeded ? event.detectToReadSeconds * 1000 : nil,
                 details: [
                     ("tag", event.kind.description), ("UID", event.uidHex ?? "-"), ("APDUs", String(event.apduCount)),
+                    ("genuine", event.read?.genuine?.rawValue ?? "not checked"),
                     ("connect ms", ms(event.connectSeconds * 1000)), ("read ms", ms(event.readSeconds * 1000)),
                     (
                         "URL",
@@ -245,6 +246,7 @@ extension CLI {
             ("reader", .string(event.reader)),
             ("profile", .string(event.profile.rawValue)),
             ("firmware", event.firmware.map { .string($0) } ?? .null),
+            ("genuine", event.read?.genuine?.json ?? .null),
             ("feedback", event.profile.feedback.map { .string($0.rawValue) } ?? .null),
             ("fastRead", .string(result?.fastRead.code ?? "notTried")),
             ("fastReadFallback", result?.fastRead.fallbackReason.map { .string($0) } ?? .null),
@@ -272,6 +274,15 @@ extension CLI {
         var line = "tap \(number): \(e(event.reader))  \(event.kind)  uid \(event.uidHex ?? "-")"
         line += "\n  profile: \(event.profile.rawValue) (\(event.profile.capabilities))"
         if let firmware = event.firmware { line += "\n  firmware: \(e(firmware))" }
+        if let genuine = event.read?.genuine {
+            line +=
+                "\n  originality: "
+                + [
+                    .genuine: "genuine NXP chip (signature verified)",
+                    .notGenuine: "NOT a genuine NXP chip (the signature does not match the UID)",
+                    .unknown: "unknown (no signature from this tag or reader)",
+                ][genuine, default: ""]
+        }
         if let error = event.error {
             line += "\n  FAILED: \(e(error))"
         } else if let read = event.read, !read.raw.isEmpty {

@@ -58,6 +58,7 @@ struct ConfigEveryKeyTests {
             $0.nfc.feedback.failed == FeedbackPattern(led: .orange, beeps: 2, milliseconds: 300)
         },
         Case(path: "nfc.silenceDetectBeep", json: "true", text: "1") { $0.nfc.silenceDetectBeep },
+        Case(path: "nfc.checkOriginality", json: "true", text: "yes") { $0.nfc.checkOriginality },
         Case(path: "hid.enabled", json: "false", text: "0") { !$0.hid.enabled },
         Case(path: "hid.grab", json: "false", text: "no") { !$0.hid.grab },
         Case(path: "hid.layout", json: #""de""#, text: "de") { $0.hid.layout == "de" },

@@ -157,6 +157,24 @@ struct SpoolTests {
         #expect(exported == ["]C1", nil])
     }
 
+    /// The originality verdict is kept beside the read (schema 7) and shown as true, false or "unknown"
+    /// (docs/contracts.md, "Spool record"); a read never checked shows null.
+    @Test func theOriginalityVerdictIsKeptBesideTheRead() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = try Spool(path: dir.file("spool.sqlite"))
+        let time = Date(timeIntervalSince1970: 1_780_000_000)
+        let verdicts: [Originality?] = [.genuine, .notGenuine, .unknown, nil]
+        try spool.insert(
+            verdicts.enumerated().map { n, genuine in
+                NewScan(
+                    id: "g\(n)", read: Read(sourceKind: .manual, device: "t", raw: "x", time: time, genuine: genuine),
+                    verdict: .unrecognized(reason: "not a URL"))
+            })
+        let shown = try (0..<4).map { try spool.record(id: "g\($0)")?.json()["genuine"] }
+        #expect(shown == [.bool(true), .bool(false), .string("unknown"), .null])
+    }
+
     @Test func newerSchemaIsRefusedClearly() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

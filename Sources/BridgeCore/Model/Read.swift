@@ -30,11 +30,14 @@ public struct Read: Sendable, Equatable {
     /// The AIM symbology identifier (ISO/IEC 15424: `]Q1` QR Code, `]C1` GS1-128, ...) when the scanner gives one
     /// apart from the data (HID POS); kept in the spool and the MQTT payload, never sent to the API.
     public var symbology: String?
+    /// What NXP's originality signature said of the tag (`nfc.checkOriginality`); nil when not checked.
+    public var genuine: Originality?
 
     public init(
         sourceKind: SourceKind, device: String, uid: String? = nil, raw: String, time: Date,
-        noURLReason: String? = nil, symbology: String? = nil
+        noURLReason: String? = nil, symbology: String? = nil, genuine: Originality? = nil
     ) {
+        self.genuine = genuine
         self.sourceKind = sourceKind
         self.device = device
         self.uid = uid
@@ -42,6 +45,23 @@ public struct Read: Sendable, Equatable {
         self.time = time
         self.noURLReason = noURLReason
         self.symbology = symbology
+    }
+}
+
+/// The verdict of an originality check of a tag (NXP's signature over its UID, `nfc.checkOriginality`), as the
+/// spool stores it: `true`, `false`, or `unknown` when the tag gave no signature.
+public enum Originality: String, Sendable, Equatable {
+    case genuine = "true"
+    case notGenuine = "false"
+    case unknown
+
+    /// In JSON (`spool list/export`, MQTT, `test-read`): `true`, `false` or `"unknown"`.
+    public var json: JSONValue {
+        switch self {
+        case .genuine: return .bool(true)
+        case .notGenuine: return .bool(false)
+        case .unknown: return .string("unknown")
+        }
     }
 }
 

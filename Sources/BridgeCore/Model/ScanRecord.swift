@@ -19,12 +19,16 @@ public struct ScanRecord: Sendable, Equatable {
     public var response: String?
     /// The AIM symbology identifier the scanner gave (HID POS), nil when none.
     public var symbology: String?
+    /// The originality check's verdict (`nfc.checkOriginality`), nil when the tag was not checked.
+    public var genuine: Originality?
 
     public init(
         id: String, createdAt: Date, state: ScanState, sourceKind: SourceKind, device: String, uid: String?,
         raw: String, inputJSON: String?, identifier: String?, attempts: Int, lastError: String?,
-        nextAttemptAt: Date?, deliveredAt: Date?, response: String?, symbology: String? = nil
+        nextAttemptAt: Date?, deliveredAt: Date?, response: String?, symbology: String? = nil,
+        genuine: Originality? = nil
     ) {
+        self.genuine = genuine
         self.id = id
         self.createdAt = createdAt
         self.state = state
@@ -66,6 +70,7 @@ public struct ScanRecord: Sendable, Equatable {
             ),
             ("raw", .string(raw)),
             ("symbology", optional(symbology)),
+            ("genuine", genuine?.json ?? .null),
             ("input", input),
             ("attempts", .integer(attempts)),
             ("lastError", optional(lastError)),

@@ -18,6 +18,8 @@ public struct TagReadResult: Sendable, Equatable {
     public var apduCount: Int
     /// Whether the read went through NTAG FAST_READ.
     public var fastRead: FastReadUse = .notTried
+    /// The NTAG's originality signature (READ_SIG, 32 bytes) when it was asked for and given.
+    public var signature: [UInt8]?
 
     /// Creates a result.
     public init(

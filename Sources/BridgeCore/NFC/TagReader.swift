@@ -11,6 +11,8 @@ public struct TagReadOptions: Sendable, Equatable {
     public var readUID: Bool
     /// The pass-through to read Type 2 tags with NTAG FAST_READ, falling back to READ BINARY; nil: READ BINARY.
     public var fastRead: ReaderProfile.FastRead?
+    /// On the fast path, also ask the tag for its originality signature (READ_SIG; one more exchange).
+    public var readSignature = false
 
     /// Creates options; the defaults suit every reader tested so far.
     public init(
@@ -57,12 +59,16 @@ public enum TagReader {
         var uid = options.readUID && !uidFromPages ? try session.readUID() : nil
         let lookup: NDEFLookup
         var fastReadUse = FastReadUse.notTried
+        var signature: [UInt8]?
         switch kind {
         case .type2:
-            var reader = Type2TagReader(session: session, fastRead: options.fastRead, readsUID: uidFromPages)
+            var reader = Type2TagReader(
+                session: session, fastRead: options.fastRead, readsUID: uidFromPages,
+                readsSignature: options.readSignature)
             defer {
                 session = reader.session
                 fastReadUse = reader.fastReadUse
+                signature = reader.signature
                 if uidFromPages { uid = reader.uid }
             }
             lookup = try reader.readNDEF()
@@ -80,6 +86,7 @@ public enum TagReader {
         }
         var read = try result(uid: uid, kind: kind, lookup: lookup, apduCount: session.count)
         read.fastRead = fastReadUse
+        read.signature = signature
         return read
     }
 

@@ -39,6 +39,10 @@ struct Type2TagReader<Transport: CardTransport> {
     let fastRead: ReaderProfile.FastRead?
     /// Whether the read reports the UID: from pages 0-2 on the fast path, else from GET UID (`FF CA`).
     let readsUID: Bool
+    /// Whether a fast read also asks for the tag's originality signature (READ_SIG), one more exchange.
+    let readsSignature: Bool
+    /// The 32-byte signature READ_SIG gave; nil when not asked, not on the fast path, or not answered.
+    private(set) var signature: [UInt8]?
     /// The tag's UID, once read.
     private(set) var uid: [UInt8]?
     /// What became of the fast attempt.
@@ -50,10 +54,14 @@ struct Type2TagReader<Transport: CardTransport> {
     private var bufferStart = 0
     private var areaSize = 0
 
-    init(session: CardSession<Transport>, fastRead: ReaderProfile.FastRead? = nil, readsUID: Bool = false) {
+    init(
+        session: CardSession<Transport>, fastRead: ReaderProfile.FastRead? = nil, readsUID: Bool = false,
+        readsSignature: Bool = false
+    ) {
         self.session = session
         self.fastRead = fastRead
         self.readsUID = readsUID
+        self.readsSignature = readsSignature
     }
 
     /// A step failed: the tag's answer (a read error), or a fast-read reply that is not usable.
@@ -121,6 +129,11 @@ struct Type2TagReader<Transport: CardTransport> {
                 try start(ccAndData: data, command: "FAST_READ pages \(first)-39", shortIsMalformed: false))
         } catch {
             result = .failure(error)
+        }
+        if readsSignature, case .success = result {
+            // READ_SIG (NTAG21x datasheet: `3C 00`, 32 bytes). No answer leaves the verdict unknown, not the read
+            // failed.
+            signature = try? passThrough([0x3C, 0x00], expected: 32, name: "READ_SIG")
         }
         if fastRead == .transparentSession {
             if case .failure(.tag(let error)) = result, error.isCardRemoved { return try result.get() }
@@ -249,19 +262,23 @@ struct Type2TagReader<Transport: CardTransport> {
     /// One FAST_READ of `count` pages from `start` through the current method; exactly `4 * count` bytes or a
     /// `.fast` failure.
     private mutating func readPages(start: Int, count: Int) throws(Attempt) -> [UInt8] {
-        guard let method else { throw .fast(FastRead.Failure("no fast-read method")) }
         let end = start + count - 1
         guard count > 0, end <= 0xFF else { throw .fast(FastRead.Failure("page \(end) is beyond FAST_READ's range")) }
-        let tagCommand = FastRead.tagCommand(start: start, end: end)
-        let name = "FAST_READ pages \(start)-\(end)"
+        return try passThrough(
+            FastRead.tagCommand(start: start, end: end), expected: 4 * count, name: "FAST_READ pages \(start)-\(end)")
+    }
+
+    /// A tag command through the current pass-through; exactly `expected` bytes back or a `.fast` failure.
+    private mutating func passThrough(_ tagCommand: [UInt8], expected: Int, name: String) throws(Attempt) -> [UInt8] {
+        guard let method else { throw .fast(FastRead.Failure("no fast-read method")) }
         let parsed: Result<[UInt8], FastRead.Failure>
         switch method {
         case .inCommunicateThru:
             let reply = try exchangeRaw(FastRead.inCommunicateThru(tagCommand), name)
-            parsed = FastRead.parseInCommunicateThru(reply, expected: 4 * count)
+            parsed = FastRead.parseInCommunicateThru(reply, expected: expected)
         case .transparentSession:
             let reply = try exchangeRaw(FastRead.transceive(tagCommand), name)
-            parsed = FastRead.parseTransceiveReply(reply, expected: 4 * count)
+            parsed = FastRead.parseTransceiveReply(reply, expected: expected)
         }
         switch parsed {
         case .success(let data): return data

@@ -255,6 +255,9 @@ class Type2Card(Card):
     def __init__(self, kind, uid, image, opts):
         Card.__init__(self, uid, opts)
         self.kind = kind
+        # What READ_SIG (3C 00) answers: NXP's 32-byte originality signature over the UID (sig=HEX), or, as a
+        # clone without one answers, 32 zero bytes.
+        self.signature = opts.get("sig") or bytes(32)
         pages, cc = self.MODELS[kind]
         if len(uid) != 7:
             raise RigError("%s needs a 7-byte UID, got %d bytes" % (kind, len(uid)))
@@ -497,7 +500,7 @@ class Type4Card(Card):
 
 
 KINDS = ("ntag213", "ntag215", "ntag216", "type4", "blank", "phone", "mifare1k", "mifare4k")
-OPTION_KEYS = ("ndef", "url", "cc", "mle", "mlc", "size", "fault", "sw", "atr", "wait", "classic")
+OPTION_KEYS = ("ndef", "url", "cc", "mle", "mlc", "size", "fault", "sw", "atr", "wait", "classic", "sig")
 FAULTS = ("short4", "remove_after", "garbage_sw", "no_uid", "thru_short", "thru_garbage", "thru_sw")
 PERSONALITIES = ("plain", "acr122u", "part3")
 
@@ -530,6 +533,10 @@ def build_card(kind, uid_hex, data_arg, options):
                     raise RigError("%s= out of range" % key)
             elif key == "wait":
                 opts["wait"] = float(value)
+            elif key == "sig":
+                opts["sig"] = parse_hex(value, "sig=")
+                if len(opts["sig"]) != 32:
+                    raise RigError("sig= must be 32 bytes")
             elif key == "classic":
                 if value not in ("badcrc", "private"):
                     raise RigError("classic= is badcrc or private")
@@ -668,14 +675,16 @@ class Personality(object):
     def tag_exchange(card, command):
         """The tag's answer to a raw NTAG command: (True, data) or (False, None) for a NAK/no answer.
 
-        FAST_READ (3A start end): pages start..end; a start or end page the tag lacks, or end < start,
+        READ_SIG (3C 00): the 32-byte originality signature. FAST_READ (3A start end): pages start..end; a start or end page the tag lacks, or end < start,
         is a NAK (NTAG213/215/216 datasheet), and FAST_READ does not roll over. READ (30 addr): 4 pages
         with roll-over, as FF B0 does.
         """
         mem = getattr(card, "mem", None)
-        if mem is None:
+        pages = getattr(card, "pages", None)
+        if mem is None or pages is None:
             return False, None
-        pages = card.pages
+        if len(command) == 2 and command[0] == 0x3C and command[1] == 0x00:  # READ_SIG (NTAG21x datasheet)
+            return True, card.signature
         if len(command) == 3 and command[0] == 0x3A:
             start, end = command[1], command[2]
             if start > end or end >= pages:
@@ -878,9 +887,10 @@ class Slot(object):
                     msg, buf = buf[2:2 + n], buf[2 + n:]
                     if n > 1:
                         with self.lock:
-                            # Feedback commands are listed by `feedback`, not `apdus` (they are not reads).
+                            # Reader commands (feedback, firmware version) are listed by `feedback`, not `apdus`
+                            # (they are not reads).
                             if not (self.personality.name == "acr122u" and msg[:3] in
-                                    (b"\xff\x00\x40", b"\xff\x00\x52")):
+                                    (b"\xff\x00\x40", b"\xff\x00\x52", b"\xff\x00\x48")):
                                 self.apdus.append(msg.hex().upper())
                             count = len(self.apdus)
                     if self.removing.is_set():

@@ -1,0 +1,14 @@
+#ifndef PLINGS_CRYPTO_H
+#define PLINGS_CRYPTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/// Verifies an ECDSA signature given as r || s (two big-endian halves of equal length) over `digest` used as is
+/// (no hashing: NXP's originality signatures sign the UID itself), with the public key `pub` (an uncompressed
+/// point, 04 || x || y) on the named curve (an OpenSSL group name such as "secp128r1").
+/// Returns 1 when it verifies, 0 when it does not, -1 when the curve or the key cannot be used.
+int plings_ecdsa_verify_raw(const char *curve, const uint8_t *pub, size_t pub_len, const uint8_t *digest,
+                            size_t digest_len, const uint8_t *signature, size_t signature_len);
+
+#endif
