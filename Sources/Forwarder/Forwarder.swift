@@ -334,6 +334,7 @@ public final class Forwarder: Service {
             now = Date()
             records = [(batch.records[0].id, applied(outcome, now: now))]
             told = [(outcome, batch.records[0].id)]
+            keepBatch = !Forwarder.isFinal(outcome)
         } else if let template = settings.batchTemplate {
             let answer = delivery.attempt(batch, template: template)
             now = Date()
@@ -435,7 +436,7 @@ public final class Forwarder: Service {
         do {
             try spool.recordAttempts(
                 batch: record.id, [(record.id, attemptRecord(outcome, retryAt: retryAt(outcome, now), now: now))],
-                keepBatch: true, now: now)
+                keepBatch: !isFinal(outcome), now: now)
         } catch {
             logger.error("delivery: cannot record the outcome", [("id", record.id), ("error", error.description)])
         }
@@ -470,6 +471,15 @@ public final class Forwarder: Service {
                 backoff.delay(attempt: 0, retryAfter: retryAfter, random: Double.random(in: 0...1)))
         }
         return .sent(outcome)
+    }
+
+    /// Delivered or dead: the scan is done. Anything else leaves a lone scan to go alone again under its own key
+    /// (an answer may have been lost), never inside a batch under another.
+    static func isFinal(_ outcome: DeliveryOutcome?) -> Bool {
+        switch outcome {
+        case .delivered?, .dead?: return true
+        default: return false
+        }
     }
 
     /// What an outcome leaves on its scan (docs/contracts.md, "Outcomes"). A nil outcome (cancelled at

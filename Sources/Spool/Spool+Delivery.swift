@@ -69,18 +69,10 @@ extension Spool {
                 while start < fresh.count, claimed.count < batches {
                     let members = Array(fresh[start..<min(start + size, fresh.count)])
                     start += members.count
-                    if members.count == 1 {
-                        claimed.append(DeliveryBatch(key: members[0].id, records: members))
-                        continue
-                    }
-                    let key = UUID().uuidString.lowercased()
-                    let insert = try db.prepare("INSERT INTO batch_members (scan_id, batch, size) VALUES (?1, ?2, ?3)")
-                    for member in members {
-                        try insert.bind(1, member.id)
-                        try insert.bind(2, key)
-                        try insert.bind(3, members.count)
-                        try insert.step()
-                    }
+                    // A lone scan's key is its own id; it is kept as a batch of one all the same, so a retry
+                    // without an answer goes alone again rather than inside a batch under another key.
+                    let key = members.count == 1 ? members[0].id : UUID().uuidString.lowercased()
+                    try Spool.remember(batch: key, members: members.map(\.id), db: db)
                     claimed.append(DeliveryBatch(key: key, records: members))
                 }
                 let leaseUntil = Timestamp.format(now.addingTimeInterval(lease))
@@ -186,7 +178,7 @@ extension Spool {
         var ids: [String] = []
         while try list.step() { ids.append(list.string(0) ?? "") }
         var members: [ScanRecord] = []
-        if size > 1, ids.count == expected, ids.count <= size {
+        if size > 1 || expected == 1, ids.count == expected, ids.count <= max(size, 1) {
             for id in ids {
                 let member = try db.prepare(
                     """
@@ -205,11 +197,23 @@ extension Spool {
                 members.append(record)
             }
         }
-        guard expected > 1, members.count == expected, ids.count == expected else {
+        guard members.count == expected, ids.count == expected else {
             try Spool.dissolve(batch: key, db: db)
             return nil
         }
         return DeliveryBatch(key: key, records: members)
+    }
+
+    /// Keeps the members of a request until its answer comes (`storedBatch` claims them again together).
+    static func remember(batch key: String, members: [String], db: SQLiteConnection) throws(SQLiteError) {
+        let insert = try db.prepare(
+            "INSERT OR REPLACE INTO batch_members (scan_id, batch, size) VALUES (?1, ?2, ?3)")
+        for member in members {
+            try insert.bind(1, member)
+            try insert.bind(2, key)
+            try insert.bind(3, members.count)
+            try insert.step()
+        }
     }
 
     static func dissolve(batch key: String, db: SQLiteConnection) throws(SQLiteError) {
@@ -241,6 +245,7 @@ extension Spool {
                 try update.bind(1, id)
                 try update.bind(2, Timestamp.format(now.addingTimeInterval(lease)))
                 try update.step()
+                try Spool.remember(batch: id, members: [id], db: db)
                 return record
             }
         }

@@ -70,8 +70,10 @@ struct SpoolBatchTests {
         try spool.recordAttempts(batch: all[3].id, [(all[3].id, .released)], keepBatch: true, now: now)
         let third = try spool.claimBatches(
             now: now.addingTimeInterval(2), lease: 30, batches: 5, batchSize: 3, busy: [])
-        #expect(third.map { $0.records.map(\.id) } == [[first.records[1].id, first.records[2].id, all[3].id]])
-        #expect(third.first?.key != first.key)
+        // The lone scan sent without an answer goes alone again under its own id; the two answered field by field go
+        // together under a new key.
+        #expect(third.map { $0.records.map(\.id) } == [[all[3].id], [first.records[1].id, first.records[2].id]])
+        #expect(third.first?.key == all[3].id && third.last?.key != first.key)
         #expect(try spool.record(id: first.records[0].id)?.state == .delivered)
     }
 
@@ -102,6 +104,29 @@ struct SpoolBatchTests {
         try spool.recordAttempts(batch: pair.key, pair.records.map { ($0.id, .released) }, keepBatch: true, now: now)
         let singles = try spool.claimBatches(now: now, lease: 30, batches: 5, batchSize: 1, busy: ["A", "C"])
         #expect(singles.map(\.key) == lone.map(\.id))
+    }
+
+    /// A scan sent alone whose answer did not come (the soak found such scans delivered twice under two keys) is
+    /// sent alone again under its own id, even when other scans are due with it.
+    @Test func aLoneScanWithoutAnAnswerIsNeverFoldedIntoABatch() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = try Spool(path: dir.file("s.sqlite"))
+        let all = scans(["A", "B", "C"])
+        try spool.insert([all[0]])
+        let now = Date()
+        let lone = try #require(try spool.claimBatches(now: now, lease: 30, batches: 1, batchSize: 25, busy: []).first)
+        #expect(lone.key == all[0].id && lone.records.count == 1)
+        try spool.recordAttempts(
+            batch: lone.key, [(all[0].id, .outcome(.retry(reason: "timeout", nextAttempt: now)))], keepBatch: true,
+            now: now)
+        try spool.insert([all[1], all[2]])
+        let next = try spool.claimBatches(
+            now: now.addingTimeInterval(1), lease: 30, batches: 5, batchSize: 25, busy: [])
+        #expect(next.map(\.key).first == all[0].id)
+        #expect(next.map { $0.records.map(\.id) } == [[all[0].id], [all[1].id, all[2].id]])
+        // `scan`'s one attempt does not take a scan that `run` sent without an answer.
+        #expect(try spool.claimIfHead(id: all[0].id, now: now.addingTimeInterval(60), lease: 30) == nil)
     }
 
     /// A long backlog of one identifier (every scan behind its first is not a head) does not hide the heads of
