@@ -6,7 +6,7 @@ import PackageDescription
 let targets = [
     "fuzz-url", "fuzz-json", "fuzz-config", "fuzz-ndef", "fuzz-type2", "fuzz-type4", "fuzz-evdev",
     "fuzz-api-response", "fuzz-gps", "fuzz-fastread", "fuzz-serial",
-    "fuzz-hid-descriptor", "fuzz-classic",
+    "fuzz-hid-descriptor", "fuzz-classic", "fuzz-type5",
 ]
 
 let package = Package(
@@ -23,7 +23,7 @@ let package = Package(
             .executableTarget(
                 name: name,
                 dependencies: [.product(name: "BridgeCore", package: "plings-bridge")]
-                    + (["fuzz-type4", "fuzz-classic"].contains(name) ? [.target(name: "FuzzSupport")] : [])
+                    + (["fuzz-type4", "fuzz-classic", "fuzz-type5"].contains(name) ? [.target(name: "FuzzSupport")] : [])
                     + (name == "fuzz-evdev" ? [.product(name: "HID", package: "plings-bridge")] : [])
                     + (name == "fuzz-serial" ? [.product(name: "Serial", package: "plings-bridge")] : [])
                     + (name == "fuzz-config"

@@ -34,7 +34,22 @@ public enum NFCDoctor {
         return [
             pcscd,
             DoctorCheck("readers", .ok, "\(readers.count) reader(s): " + readers.map(\.name).joined(separator: ", ")),
+            iso15693(readers.map(\.name), rules: config.profiles),
         ] + drivers
+    }
+
+    /// Which selected readers read ISO 15693 (Type 5) tags, by their profile. Not a fault: most gates never meet
+    /// such a tag, so a reader that cannot is said plainly, not warned about.
+    static func iso15693(_ names: [String], rules: [ReaderProfile.Rule]) -> DoctorCheck {
+        let profiles = names.map { ($0, ReaderProfile.resolve(readerName: $0, rules: rules)) }
+        let cannot = profiles.filter { !$0.1.readsISO15693 }.map { "\($0.0) (profile \($0.1))" }
+        let can = profiles.filter { $0.1.readsISO15693 }.map(\.0)
+        if can.isEmpty {
+            return DoctorCheck(
+                "iso15693", .skip, ReaderProfile.cannotReadISO15693 + ": " + cannot.joined(separator: ", "))
+        }
+        let rest = cannot.isEmpty ? "" : "; this reader cannot read ISO 15693: " + cannot.joined(separator: ", ")
+        return DoctorCheck("iso15693", .ok, "ISO 15693 (Type 5) tags read by " + can.joined(separator: ", ") + rest)
     }
 }
 

@@ -274,6 +274,7 @@ struct ReaderMonitor {
         var transport = PCSCTransport(card: card)
         var options = TagReadOptions(fastRead: track.fastReadOff ? nil : profile.fastRead)
         options.readSignature = context.config.checkOriginality
+        options.readsISO15693 = profile.readsISO15693
         let outcome: Result<TagReadResult, TagReadError>
         do {
             outcome = .success(try TagReader.read(kind: kind, transport: &transport, options: options))

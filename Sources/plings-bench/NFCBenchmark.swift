@@ -47,6 +47,7 @@ enum NFCBenchmark {
         let fast: Measurement
         let fallback: Measurement
         let classic: Measurement
+        let type5: Measurement
         do {
             newSpool = try measureBridge(taps: taps, idle: 0, rigDirectory: rigDirectory, warmSpool: false)
             ours = try measureBridge(taps: taps, idle: idle, rigDirectory: rigDirectory, warmSpool: true)
@@ -61,6 +62,10 @@ enum NFCBenchmark {
             classic = try measureBridge(
                 taps: taps, idle: 0, rigDirectory: rigDirectory, warmSpool: true,
                 reader: ("acr122u", .acr122u, delay), card: "mifare1k")
+            // An NFC Forum Type 5 ICODE SLIX (issue 28) on a reader with ISO 15693 (the Omnikey profile).
+            type5 = try measureBridge(
+                taps: taps, idle: 0, rigDirectory: rigDirectory, warmSpool: true,
+                reader: ("plain", .omnikey, delay), card: "icodeslix")
         } catch {
             print("nfc: bridge run failed: \(error)")
             exit(1)
@@ -131,6 +136,15 @@ enum NFCBenchmark {
                 metric: "same, MIFARE Classic 1K: APDUs per read (GET UID, 2 LOAD KEYS, 3 AUTHENTICATE, 6 block reads)",
                 ours: Double(classic.apdus.max() ?? 0), baseline: 12, unit: "APDUs", goal: "= minimum",
                 higherIsBetter: false),
+            BenchRow(
+                metric: "same reader model, Omnikey profile: ICODE SLIX (Type 5) with a Plings URL: tap to committed "
+                    + "(median)",
+                ours: median(type5.latencies), baseline: delayedBaseline, unit: "ms",
+                goal: "info (baseline: the NTAG213 READ BINARY sequence)", higherIsBetter: false),
+            BenchRow(
+                metric: "same, ICODE SLIX: APDUs per read (GET UID, block 0 with the CC, blocks 1-16 in one read)",
+                ours: Double(type5.apdus.max() ?? 0), baseline: 3, unit: "APDUs", goal: "= minimum",
+                higherIsBetter: false),
         ]
         if fast.feedbackSent < fast.latencies.count {
             print(
@@ -144,7 +158,9 @@ enum NFCBenchmark {
                     ours: cpu * 1000, baseline: nil, unit: "ms", goal: "< 10 ms", higherIsBetter: false))
         }
         BenchTable.print(rows)
-        for (name, run) in [("plain", ours), ("fast", fast), ("fallback", fallback), ("classic", classic)]
+        for (name, run) in [
+            ("plain", ours), ("fast", fast), ("fallback", fallback), ("classic", classic), ("type5", type5),
+        ]
         where run.failures > 0 {
             print("nfc: \(run.failures) tap(s) failed in the \(name) run")
         }
@@ -209,7 +225,9 @@ enum NFCBenchmark {
         var result = Measurement()
         var successes = 0
         for n in 1...taps {
-            _ = try rig.send("tap 0 \(card) \(card.hasPrefix("mifare") ? String(uid.prefix(8)) : uid) - url=\(url)")
+            // MIFARE Classic takes a 4-byte UID, an ISO 15693 tag an 8-byte one starting E0 (ISO/IEC 15693-3).
+            let tagUID = card.hasPrefix("mifare") ? String(uid.prefix(8)) : card == "icodeslix" ? "E0" + uid : uid
+            _ = try rig.send("tap 0 \(card) \(tagUID) - url=\(url)")
             guard events.wait(count: n, timeout: 10) else {
                 throw BenchFailure(description: "tap \(n): no read within 10 s")
             }

@@ -22,6 +22,7 @@ extension CLI {
                     ("feedback", profile.feedback.map { .string($0.rawValue) } ?? .null),
                     ("fastRead", profile.fastRead.map { .string($0.rawValue) } ?? .null),
                     ("detectBeepSilencing", .bool(profile.canSilenceDetectBeep)),
+                    ("iso15693", .bool(profile.readsISO15693)),
                     ("cardPresent", .bool(reader.cardPresent)),
                     ("atr", reader.atr.map { .string(NFCHex.bytes($0, separator: "")) } ?? .null),
                     ("tagKind", reader.tagKind.map { .string($0.code) } ?? .null),

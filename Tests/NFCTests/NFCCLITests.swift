@@ -125,6 +125,64 @@ extension NFCRigTests {
             #expect(tap["url"] == .string(NDEF.plingsURL))
         }
 
+        /// ISO 15693 (Type 5) tags through the real pcscd: read on a reader with the omnikey profile (one READ BINARY
+        /// of block 0, one of 16 blocks), block by block when the tag refuses multiple blocks; on a plain reader the
+        /// tap says "this reader cannot read ISO 15693", and doctor says which reader can.
+        @Test func type5TagsAreReadOnISO15693ReadersAndOtherReadersSaySo() throws {
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            let config = dir.file("config.json")
+            try #"{"nfc": {"profiles": [{"reader": "PCD 00 00", "profile": "omnikey"}]}}"#.write(
+                toFile: config, atomically: true, encoding: .utf8)
+            let rig = try NFCRig()
+            defer { rig.close() }
+            func testRead(_ reader: String) throws -> JSONValue {
+                let test = try ProcessRunner.run(
+                    binary,
+                    ["test-read", "--count", "1", "--json", "--timeout", "10", "--config", config, "--reader", reader],
+                    environment: environment(dir), timeout: 30)
+                return try JSONParser.parse(try #require(test.stdoutLines.first, "\(test.stderr)"))
+            }
+            try rig.send("tap 0 icodeslix E004015012345678 - url=\(NDEF.plingsURL)")
+            let slix = try testRead("*00")
+            #expect(slix["ok"] == .bool(true), "\(slix)")
+            #expect(slix["tagKind"] == .string("type5") && slix["tagName"] == .string("ICODESLI (Type 5)"))
+            #expect(slix["url"] == .string(NDEF.plingsURL))
+            #expect(slix["uid"] == .string("e004015012345678"))
+            // GET UID, block 0 (the CC E1 40 0E 01 says MBREAD), blocks 1-16 in one READ BINARY.
+            #expect(try rig.apdus(0) == ["FFCA000000", "FFB0000000", "FFB0000140"])
+            try rig.send("remove 0")
+
+            try rig.send("tap 0 st25dv64k E002230012345678 - url=\(NDEF.plingsURL) fault=no_multi")
+            let st = try testRead("*00")
+            #expect(st["url"] == .string(NDEF.plingsURL) && st["tagName"] == .string("ISO 15693 tag (Type 5)"))
+            // The 8-byte CC takes blocks 0 and 1; the refused 16-block read; then blocks 2-16, one at a time.
+            let apdus = try rig.apdus(0)
+            #expect(Array(apdus.prefix(4)) == ["FFCA000000", "FFB0000000", "FFB0000104", "FFB0000240"], "\(apdus)")
+            #expect(apdus.dropFirst(4) == ArraySlice((2...16).map { "FFB000" + String(format: "%02X", $0) + "04" }))
+            try rig.send("remove 0")
+
+            try rig.send("tap 1 icodeslix E004015012345678 - url=\(NDEF.plingsURL)")
+            let plain = try testRead("*01")
+            #expect(plain["url"] == .null && plain["uid"] == .string("e004015012345678"))
+            #expect(plain["noURLReason"]?.stringValue?.hasPrefix("this reader cannot read ISO 15693") == true)
+            #expect(try rig.apdus(1) == ["FFCA000000"])
+
+            let doctor = try ProcessRunner.run(
+                binary, ["doctor", "--json", "--config", config, "--no-hid", "--no-location"],
+                environment: environment(dir), timeout: 30)
+            guard case .array(let checks) = try JSONParser.parse(doctor.stdout.trimmingASCIIWhitespace()) else {
+                Issue.record("doctor --json is not an array: \(doctor.stdout)")
+                return
+            }
+            let iso = try #require(checks.first { $0["name"] == .string("iso15693") }, "\(doctor.stdout)")
+            #expect(iso["status"] == .string("ok"))
+            #expect(
+                iso["message"]?.stringValue
+                    == "ISO 15693 (Type 5) tags read by Virtual PCD 00 00; this reader cannot read ISO 15693: "
+                    + "Virtual PCD 00 01 (profile plain)", "\(iso)")
+        }
+
         /// Needs the machine without a pcscd (the rig serializes on /tmp/pcscd.lock; a system pcscd skips it).
         @Test(.enabled(if: !FileManager.default.fileExists(atPath: "/run/pcscd/pcscd.comm")))
         func readersWithoutPcscdIsAnEmptyArray() throws {

@@ -28,7 +28,7 @@ import Testing
         for (json, message) in [
             (
                 #"{"nfc":{"profiles":[{"reader":"X","profile":"acr999"}]}}"#,
-                "config key 'nfc.profiles' in f[0].profile: expected one of acr122u, acr1252u, omnikey, identiv, plain"
+                "config key 'nfc.profiles' in f[0].profile: expected one of acr122u, acr1252u, omnikey, acr1552u, identiv, plain"
             ),
             (
                 #"{"nfc":{"profiles":[{"profile":"plain"}]}}"#,

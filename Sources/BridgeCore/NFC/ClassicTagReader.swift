@@ -70,14 +70,14 @@ struct ClassicTagReader<Transport: CardTransport> {
             }
             for block in Self.dataBlocks(sector: sector) {
                 data += try readBlock(block)
-                switch ClassicTLVWalk.walk(data) {
+                switch NDEFTLVWalk.walk(data) {
                 case .needMore: continue
                 case .found(let lookup): return lookup
                 case .malformed(let error): throw error
                 }
             }
         }
-        switch ClassicTLVWalk.walk(data, complete: true) {
+        switch NDEFTLVWalk.walk(data, complete: true, area: "the NDEF sectors") {
         case .found(let lookup): return lookup
         case .malformed(let error): throw error
         case .needMore: return .none(reason: "MIFARE Classic: no NDEF TLV in the NDEF sectors")
@@ -136,45 +136,5 @@ struct ClassicTagReader<Transport: CardTransport> {
             throw .malformedResponse(during: command, reason: "\(response.data.count) bytes instead of 16")
         }
         return response.data
-    }
-}
-
-/// The TLVs of an NFC Forum tag's data area (NULL `00`, Lock and Memory Control `01`/`02`, NDEF `03`,
-/// proprietary `FD`, terminator `FE`), walked over the bytes read so far.
-enum ClassicTLVWalk {
-    enum Step {
-        /// The bytes so far end inside a TLV: read more.
-        case needMore
-        case found(NDEFLookup)
-        case malformed(TagReadError)
-    }
-
-    /// `complete`: no more bytes will come (a TLV cut off is then an error, not a reason to read on).
-    static func walk(_ data: [UInt8], complete: Bool = false) -> Step {
-        var offset = 0
-        while offset < data.count {
-            let tag = data[offset]
-            if tag == 0x00 {
-                offset += 1
-                continue
-            }
-            if tag == 0xFE { return .found(.none(reason: "no NDEF message before the terminator TLV")) }
-            guard offset + 1 < data.count else { return cut(tag, offset, complete) }
-            var length = Int(data[offset + 1])
-            var valueStart = offset + 2
-            if length == 0xFF {
-                guard offset + 3 < data.count else { return cut(tag, offset, complete) }
-                length = Int(data[offset + 2]) << 8 | Int(data[offset + 3])
-                valueStart = offset + 4
-            }
-            guard valueStart + length <= data.count else { return cut(tag, offset, complete) }
-            if tag == 0x03 { return .found(.message(Array(data[valueStart..<(valueStart + length)]))) }
-            offset = valueStart + length
-        }
-        return complete ? .found(.none(reason: "no NDEF TLV in the NDEF sectors")) : .needMore
-    }
-
-    private static func cut(_ tag: UInt8, _ offset: Int, _ complete: Bool) -> Step {
-        complete ? .malformed(.tlvTruncated(tag: tag, offset: offset)) : .needMore
     }
 }

@@ -214,7 +214,7 @@ public struct FeedbackRunner: Sendable {
             guard behaviour & ReaderCommands.acr1252uInsertionBeepBit != 0 else { return .skipped }
             let command = ReaderCommands.acr1252uSetBehaviour(behaviour & ~ReaderCommands.acr1252uInsertionBeepBit)
             return expectEscape(command, channel: &channel) ?? .sent
-        case .omnikey, .identiv, .plain:
+        case .omnikey, .acr1552u, .identiv, .plain:
             return .skipped
         }
     }

@@ -21,7 +21,7 @@ public enum ReaderFirmware {
                 }
             }
             return nil
-        case .omnikey, .identiv, .plain:
+        case .omnikey, .acr1552u, .identiv, .plain:
             return nil
         }
     }

@@ -11,8 +11,11 @@ public enum ReaderProfile: String, Sendable, Equatable, CaseIterable, CustomStri
     /// ACS ACR1252U, ACR1255U, ACM1252U: escape commands `E0 00 00 28/29/21` through `SCardControl`, PC/SC
     /// Part 3 transparent session.
     case acr1252u
-    /// HID Omnikey 5022/5422: PC/SC Part 3 transparent session; no documented feedback command used.
+    /// HID Omnikey 5022/5422: PC/SC Part 3 transparent session; ISO 15693 (Type 5) through READ BINARY; no
+    /// documented feedback command used.
     case omnikey
+    /// ACS ACR1552U: ISO 15693 (Type 5) through READ BINARY; Type 2 by READ BINARY; no feedback command used.
+    case acr1552u
     /// Identiv uTrust: PC/SC Part 3 transparent session; no documented feedback command used.
     case identiv
     /// Any other reader: READ BINARY only, no feedback.
@@ -42,16 +45,25 @@ public enum ReaderProfile: String, Sendable, Equatable, CaseIterable, CustomStri
         switch self {
         case .acr122u: return .ledBuzzerAPDU
         case .acr1252u: return .escape
-        case .omnikey, .identiv, .plain: return nil
+        case .omnikey, .acr1552u, .identiv, .plain: return nil
         }
     }
+
+    /// Whether the reader reads ISO 15693 tags (NFC Forum Type 5): the families whose manuals document it. The
+    /// PN53x in an ACR122U or ACR1252U does not speak ISO 15693 at all.
+    public var readsISO15693: Bool { self == .omnikey || self == .acr1552u }
+
+    /// What a read of an ISO 15693 tag on any other reader answers, and `doctor` says of it.
+    public static let cannotReadISO15693 =
+        "this reader cannot read ISO 15693 (Type 5 needs a reader with the omnikey or acr1552u profile; nfc.profiles "
+        + "assigns one)"
 
     /// The fast-read method, nil for none.
     public var fastRead: FastRead? {
         switch self {
         case .acr122u: return .inCommunicateThru
         case .acr1252u, .omnikey, .identiv: return .transparentSession
-        case .plain: return nil
+        case .acr1552u, .plain: return nil
         }
     }
 
@@ -73,19 +85,21 @@ public enum ReaderProfile: String, Sendable, Equatable, CaseIterable, CustomStri
         case .transparentSession: fastText = "fast read: PC/SC Part 3 transparent session"
         case nil: fastText = "no fast read"
         }
-        return feedback == nil && fastRead == nil ? "\(feedbackText), \(fastText)" : "\(feedbackText); \(fastText)"
+        let text = feedback == nil && fastRead == nil ? "\(feedbackText), \(fastText)" : "\(feedbackText); \(fastText)"
+        return readsISO15693 ? text + "; ISO 15693" : text
     }
 
     /// The profile a reader name implies, without configuration: `plain` for an unknown reader.
     ///
     /// pcsc-lite names readers `<USB product name> <interface> <slot>`; ACS readers appear as "ACS ACR122U PICC
     /// Interface 00 00", "ACS ACR1252 1S CL Reader [ACR1252 1S CL Reader(1)] 00 00", HID ones as
-    /// "HID Global OMNIKEY 5422 Smartcard Reader [OMNIKEY 5422CL Smartcard Reader] 01 00", Identiv ones as
+    /// "ACS ACR1552 1S CL Reader PICC 00 00", "HID Global OMNIKEY 5422 Smartcard Reader [OMNIKEY 5422CL Smartcard Reader] 01 00", Identiv ones as
     /// "Identiv uTrust 3700 F Contactless Reader 00 00".
     public static func recognize(readerName: String) -> ReaderProfile {
         let name = readerName.uppercased()
         if name.contains("ACR122") { return .acr122u }
         if name.contains("ACR1252") || name.contains("ACR1255") || name.contains("ACM1252") { return .acr1252u }
+        if name.contains("ACR1552") { return .acr1552u }
         if name.contains("OMNIKEY") && (name.contains("5022") || name.contains("5422")) { return .omnikey }
         if name.contains("IDENTIV") && name.contains("UTRUST") { return .identiv }
         return .plain

@@ -8,7 +8,10 @@ public enum TagKind: Sendable, Equatable, Hashable, CustomStringConvertible {
     /// MIFARE Classic (and MIFARE Mini/Plus in security level 1/2, which emulate it): NDEF through the MAD and
     /// the NFC Forum's public keys (`ClassicTagReader`).
     case mifareClassic(name: String)
-    /// A storage card we do not read NDEF from (ISO 15693, FeliCa, Jewel/Topaz, ...). Read for its UID only.
+    /// An ISO 15693 tag (PC/SC Part 3 standard byte 09-0C): NFC Forum Type 5 (`Type5TagReader`), read on readers
+    /// whose profile speaks ISO 15693.
+    case type5(name: String)
+    /// A storage card we do not read NDEF from (FeliCa, Jewel/Topaz, ...). Read for its UID only.
     case unsupported(name: String)
 
     /// Card names (PC/SC part 3) of the NXP Type 2 family. NTAG21x reports 0x0003 on ACR122U and most readers.
@@ -29,7 +32,8 @@ public enum TagKind: Sendable, Equatable, Hashable, CustomStringConvertible {
     ///   "no information", or a known ISO 14443 A part 3 name such as my-d move) with standard byte 0x03
     ///   (ISO 14443 A part 3) is treated as a Type 2 *candidate*: this is safe because the Type 2 read
     ///   starts with pages 3-6, which every Type 2 tag has, and goes no further unless page 3 holds a
-    ///   valid capability container (magic 0xE1). Every other storage card is `unsupported`.
+    ///   valid capability container (magic 0xE1). ISO 15693 parts 1-4 (standard bytes 09-0C) are Type 5. Every
+    ///   other storage card is `unsupported`.
     /// - A storage-card ATR cut short after the marker is `unsupported` (it is not ISO-DEP either).
     /// - Anything else, the empty ATR included, is ISO-DEP: `type4` (the NDEF application is tried).
     public static func from(atr: [UInt8]) -> TagKind {
@@ -45,6 +49,9 @@ public enum TagKind: Sendable, Equatable, Hashable, CustomStringConvertible {
             return .mifareClassic(name: listed ?? "MIFARE Classic")
         }
         let code = "card name 0x" + NFCHex.word(storage.cardName)
+        if (0x09...0x0C).contains(storage.standard) {
+            return .type5(name: storage.cardName == 0x0000 ? "ISO 15693 tag" : listed ?? "ISO 15693 tag (\(code))")
+        }
         if storage.standard == 0x03 && !notType2Names.contains(storage.cardName) {
             if let listed, storage.cardName != 0x0000 {
                 return .type2(name: listed)
@@ -55,11 +62,12 @@ public enum TagKind: Sendable, Equatable, Hashable, CustomStringConvertible {
         return .unsupported(name: "\(listed ?? code) (\(standard))")
     }
 
-    /// A stable machine name for JSON output: `type2`, `type4`, `mifareClassic` or `unsupported`.
+    /// A stable machine name for JSON output: `type2`, `type4`, `type5`, `mifareClassic` or `unsupported`.
     public var code: String {
         switch self {
         case .type2: return "type2"
         case .type4: return "type4"
+        case .type5: return "type5"
         case .mifareClassic: return "mifareClassic"
         case .unsupported: return "unsupported"
         }
@@ -70,6 +78,7 @@ public enum TagKind: Sendable, Equatable, Hashable, CustomStringConvertible {
         switch self {
         case .type2(let name): return "\(name) (Type 2)"
         case .type4: return "ISO-DEP (Type 4)"
+        case .type5(let name): return "\(name) (Type 5)"
         case .mifareClassic(let name): return "\(name) (MIFARE Classic NDEF)"
         case .unsupported(let name): return "\(name) (unsupported)"
         }

@@ -13,6 +13,9 @@ public struct TagReadOptions: Sendable, Equatable {
     public var fastRead: ReaderProfile.FastRead?
     /// On the fast path, also ask the tag for its originality signature (READ_SIG; one more exchange).
     public var readSignature = false
+    /// Whether the reader speaks ISO 15693 (its profile says so): Type 5 tags are read only then; on any other
+    /// reader the read ends, without a URL, with "this reader cannot read ISO 15693".
+    public var readsISO15693 = false
 
     /// Creates options; the defaults suit every reader tested so far.
     public init(
@@ -81,6 +84,12 @@ public enum TagReader {
             var reader = ClassicTagReader(session: session, is4K: name.hasSuffix("4K") || name.hasSuffix("2K"))
             defer { session = reader.session }
             lookup = try reader.readNDEF()
+        case .type5 where options.readsISO15693:
+            var reader = Type5TagReader(session: session)
+            defer { session = reader.session }
+            lookup = try reader.readNDEF()
+        case .type5:
+            lookup = .none(reason: ReaderProfile.cannotReadISO15693)
         case .unsupported:
             lookup = .none(reason: "\(kind): no NDEF read for this card type")
         }

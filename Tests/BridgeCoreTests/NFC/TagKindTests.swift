@@ -27,16 +27,17 @@ struct NFCTagKindTests {
         #expect(TagKind.from(atr: storageATR(0x03, 0x0001)).description == "MIFARE Classic 1K (MIFARE Classic NDEF)")
     }
 
-    @Test("unknown ISO 14443 A names are Type 2 candidates; other standards are unsupported")
+    @Test("unknown ISO 14443 A names are Type 2 candidates; ISO 15693 is Type 5; other standards are unsupported")
     func conservative() {
         #expect(TagKind.from(atr: storageATR(0x03, 0x0000)) == .type2(name: "ISO 14443 A tag (card name 0x0000)"))
         #expect(TagKind.from(atr: storageATR(0x03, 0x0099)) == .type2(name: "ISO 14443 A tag (card name 0x0099)"))
         #expect(TagKind.from(atr: storageATR(0x03, 0x0027)) == .type2(name: "my-d move (SLE 66R01P)"))
         #expect(TagKind.from(atr: storageATR(0x03, 0x002F)) == .unsupported(name: "Jewel Tag (ISO 14443 A part 3)"))
         #expect(TagKind.from(atr: storageATR(0x11, 0x003B)) == .unsupported(name: "FeliCa (FeliCa)"))
-        #expect(TagKind.from(atr: storageATR(0x0B, 0x0014)) == .unsupported(name: "ICODESLI (ISO 15693 part 3)"))
+        #expect(TagKind.from(atr: storageATR(0x0B, 0x0014)) == .type5(name: "ICODESLI"))
+        #expect(TagKind.from(atr: storageATR(0x0C, 0x0099)) == .type5(name: "ISO 15693 tag (card name 0x0099)"))
         #expect(TagKind.from(atr: storageATR(0x42, 0x0099)).code == "unsupported")
-        #expect(TagKind.from(atr: storageATR(0x0B, 0x0014)).description == "ICODESLI (ISO 15693 part 3) (unsupported)")
+        #expect(TagKind.from(atr: storageATR(0x0B, 0x0014)).description == "ICODESLI (Type 5)")
     }
 
     @Test("anything else is ISO-DEP (Type 4)")

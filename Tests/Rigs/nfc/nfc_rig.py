@@ -147,9 +147,17 @@ def iso14443_4_atr(historical=b""):
     return with_tck(bytes([0x3B, 0x80 | len(historical), 0x80, 0x01]) + historical)
 
 
+def pcsc_part3_atr_15693(card_name):
+    """PC/SC part 3 ATR of an ISO 15693 storage card (standard SS=0B, ISO 15693 part 3)."""
+    hist = bytes([0x80, 0x4F, 0x0C, 0xA0, 0x00, 0x00, 0x03, 0x06, 0x0B]) + card_name + b"\x00" * 4
+    return with_tck(bytes([0x3B, 0x80 | len(hist), 0x80, 0x01]) + hist)
+
+
 ATR_ULTRALIGHT = pcsc_part3_atr(b"\x00\x03")  # NTAG21x reports as Mifare Ultralight
 ATR_MIFARE_1K = pcsc_part3_atr(b"\x00\x01")
 ATR_MIFARE_4K = pcsc_part3_atr(b"\x00\x02")
+ATR_ICODE_SLIX = pcsc_part3_atr_15693(b"\x00\x14")  # card name 0014 "ICODESLI" (PC/SC Part 3 supplement)
+ATR_ISO15693 = pcsc_part3_atr_15693(b"\x00\x00")  # an ST25DV: not in the card-name table, "no information given"
 ATR_TYPE4 = iso14443_4_atr(b"\x80")  # 3B 81 80 01 80 80: DESFire / NTAG424 style
 ATR_PHONE = iso14443_4_atr(b"")  # 3B 80 80 01 01: Android HCE behind an ACR122U
 
@@ -232,6 +240,18 @@ class Card(SmartcardOS):
     def command(self, apdu):
         return SW_FUNC_NOT_SUPPORTED if apdu[0] == 0xFF else SW_CLA_NOT_SUPPORTED
 
+    @staticmethod
+    def storage_read(apdu, default_le):
+        """PC/SC Part 3 READ BINARY `FF B0 P1 P2 Le` of a storage card: (address P1P2, Le, None), Le 00 taken as
+        `default_le`; or (None, None, the status word refusing anything else)."""
+        if apdu[0] != 0xFF:
+            return None, None, SW_CLA_NOT_SUPPORTED
+        if apdu[1] != 0xB0:
+            return None, None, SW_FUNC_NOT_SUPPORTED
+        if len(apdu) != 5:
+            return None, None, SW_WRONG_LENGTH
+        return (apdu[2] << 8) | apdu[3], apdu[4] or default_le, None
+
     def read_reply(self, data):
         """Apply the read faults to a successful read answer."""
         if "garbage_sw" in self.faults:
@@ -287,14 +307,9 @@ class Type2Card(Card):
         self.atr = opts["atr"] or ATR_ULTRALIGHT
 
     def command(self, apdu):
-        if apdu[0] != 0xFF:
-            return SW_CLA_NOT_SUPPORTED
-        if apdu[1] != 0xB0:
-            return SW_FUNC_NOT_SUPPORTED
-        if len(apdu) != 5:
-            return SW_WRONG_LENGTH
-        page = (apdu[2] << 8) | apdu[3]
-        le = apdu[4] or 16
+        page, le, refusal = self.storage_read(apdu, 16)
+        if refusal:
+            return refusal
         if le > 16:
             return SW_WRONG_LENGTH
         if page >= self.pages:
@@ -419,6 +434,53 @@ class MifareClassicCard(Card):
         return SW_OK
 
 
+class Type5Card(Card):
+    """An NFC Forum Type 5 tag (ISO 15693) behind a reader that speaks ISO 15693 (Omnikey 5x22, ACR1552U): READ
+    BINARY `FF B0 <block high> <block low> Le` reads block P1P2, Le 00 one block of the tag's size, Le = n x the
+    block size n blocks (the reader sends READ MULTIPLE BLOCKS); a block the tag lacks `6B 00`, another Le `67 00`.
+    `fault=no_multi`: the tag lacks READ MULTIPLE BLOCKS whatever its CC says (`6A 81` for n > 1).
+
+    `icodeslix`: NXP ICODE SLIX, 28 blocks of 4 bytes, formatted as NXP ships NDEF ICODE tags: CC `E1 40 0E 01`
+    (version 1.0, read and write granted, MLEN 0x0E x 8 = 112 bytes, MBREAD). `st25dv64k`: ST25DV64K, 2048
+    blocks of 4 bytes, the 8-byte CC ST's NDEF library writes for memories over 2040 bytes: `E2 40 00 01 00 00 04
+    00` (two-byte block numbers, MLEN in bytes 6-7: 0x0400 x 8 = 8192). The TLVs follow the CC. `cc=HEX` replaces
+    the CC's bytes.
+    """
+
+    MODELS = {
+        "icodeslix": (28, "E1400E01", ATR_ICODE_SLIX),
+        "st25dv64k": (2048, "E240000100000400", ATR_ISO15693),
+    }
+    BLOCK = 4
+
+    def __init__(self, kind, uid, message, opts):
+        Card.__init__(self, uid, opts)
+        if len(uid) != 8:
+            raise RigError("%s needs an 8-byte UID (ISO 15693)" % kind)
+        self.kind = kind
+        blocks, cc, atr = self.MODELS[kind]
+        self.atr = opts["atr"] or atr
+        self.blocks = blocks
+        cc = opts["cc"] if opts["cc"] is not None else bytes.fromhex(cc)
+        image = cc + (ndef_tlv(message) if message is not None else b"")
+        if len(image) > blocks * self.BLOCK:
+            raise RigError("message too long for a %s" % kind)
+        self.mem = image.ljust(blocks * self.BLOCK, b"\x00")
+
+    def command(self, apdu):
+        block, le, refusal = self.storage_read(apdu, self.BLOCK)
+        if refusal:
+            return refusal
+        if le % self.BLOCK:
+            return SW_WRONG_LENGTH
+        count = le // self.BLOCK
+        if count > 1 and "no_multi" in self.faults:
+            return SW_FUNC_NOT_SUPPORTED
+        if block + count > self.blocks:
+            return SW_OFFSET_OUTSIDE
+        return self.read_reply(self.mem[block * self.BLOCK:(block + count) * self.BLOCK])
+
+
 class Type4Card(Card):
     """NFC Forum Type 4 tag (ISO-DEP), or a phone (`phone`: no NDEF application, SELECT -> 6A82)."""
 
@@ -499,9 +561,10 @@ class Type4Card(Card):
         return self.read_reply(f[offset:offset + le])
 
 
-KINDS = ("ntag213", "ntag215", "ntag216", "type4", "blank", "phone", "mifare1k", "mifare4k")
+KINDS = ("ntag213", "ntag215", "ntag216", "type4", "blank", "phone", "mifare1k", "mifare4k", "icodeslix",
+         "st25dv64k")
 OPTION_KEYS = ("ndef", "url", "cc", "mle", "mlc", "size", "fault", "sw", "atr", "wait", "classic", "sig")
-FAULTS = ("short4", "remove_after", "garbage_sw", "no_uid", "thru_short", "thru_garbage", "thru_sw")
+FAULTS = ("short4", "remove_after", "garbage_sw", "no_uid", "thru_short", "thru_garbage", "thru_sw", "no_multi")
 PERSONALITIES = ("plain", "acr122u", "part3")
 
 
@@ -568,6 +631,10 @@ def build_card(kind, uid_hex, data_arg, options):
         if message is None and data_arg != "-":
             message = parse_hex(data_arg, "NDEF message")
         card = Type4Card(kind, uid, message, opts)
+    elif kind in Type5Card.MODELS:
+        if message is None and data_arg != "-":
+            message = parse_hex(data_arg, "NDEF message")
+        card = Type5Card(kind, uid, message, opts)
     else:
         if message is None and data_arg != "-":
             message = parse_hex(data_arg, "NDEF message")
