@@ -61,17 +61,11 @@ public struct Delivery {
             return .dead(reason: "no input to send (unrecognized read)", response: "")
         }
         let body = GraphQLRequestBody.build(document: settings.document, inputJSON: input)
-        do {
-            let response = try client.post(
-                url: settings.url, headers: Delivery.headers(settings: settings, key: record.id),
-                body: Array(body.utf8), timeout: settings.timeout, allowHTTP: settings.allowInsecureHTTP)
+        return post(body, key: record.id, failed: { $0 }) { response in
             // The token must never reach the spool, even when the API echoes it back in an error.
-            return DeliveryClassifier.classify(
+            DeliveryClassifier.classify(
                 status: response.status, retryAfterHeader: response.retryAfter, body: response.body,
                 location: response.location, secrets: [settings.token])
-        } catch {
-            if error.cancelled { return nil }
-            return DeliveryOutcome.retry(reason: error.message, retryAfter: nil).redacting([settings.token])
         }
     }
 
@@ -79,16 +73,26 @@ public struct Delivery {
     /// reported as nil (shutdown: the scans are released untouched).
     public func attempt(_ batch: DeliveryBatch, template: GraphQLBatchTemplate) -> BatchAnswer? {
         let body = template.body(inputsJSON: batch.records.map { $0.inputJSON ?? "null" })
-        do {
-            let response = try client.post(
-                url: settings.url, headers: Delivery.headers(settings: settings, key: batch.key),
-                body: Array(body.utf8), timeout: settings.timeout, allowHTTP: settings.allowInsecureHTTP)
-            return DeliveryClassifier.classifyBatch(
+        return post(body, key: batch.key, failed: { .whole($0) }) { response in
+            DeliveryClassifier.classifyBatch(
                 status: response.status, retryAfterHeader: response.retryAfter, body: response.body,
                 location: response.location, secrets: [settings.token], count: batch.records.count)
+        }
+    }
+
+    /// POSTs `body` under the idempotency key `key` and classifies the answer; a transport failure becomes a
+    /// `.retry` with the token redacted from its message (`failed` wraps it); nil when the request was cancelled.
+    private func post<Answer>(
+        _ body: String, key: String, failed: (DeliveryOutcome) -> Answer, classify: (HTTPResponse) -> Answer
+    ) -> Answer? {
+        do {
+            let response = try client.post(
+                url: settings.url, headers: Delivery.headers(settings: settings, key: key), body: Array(body.utf8),
+                timeout: settings.timeout, allowHTTP: settings.allowInsecureHTTP)
+            return classify(response)
         } catch {
             if error.cancelled { return nil }
-            return .whole(DeliveryOutcome.retry(reason: error.message, retryAfter: nil).redacting([settings.token]))
+            return failed(DeliveryOutcome.retry(reason: error.message, retryAfter: nil).redacting([settings.token]))
         }
     }
 }

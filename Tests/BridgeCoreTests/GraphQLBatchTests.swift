@@ -163,4 +163,19 @@ struct GraphQLBatchTests {
         }
         #expect(!"\(outcomes)".contains("tok-SECRET-1"))
     }
+
+    /// JSON may escape any character as `\uXXXX` (RFC 8259, section 7): a token echoed so is none of the spellings
+    /// the body's redaction knows, but parsing and re-encoding a field's answer unescapes it, so each field is
+    /// redacted again.
+    @Test func aTokenEchoedJSONEscapedNeverSurvivesIntoAField() {
+        let answer = DeliveryClassifier.classifyBatch(
+            status: 200, retryAfterHeader: nil,
+            body: Array(#"{"errors":[{"message":"bad token \u0074ok/SECRET","path":["s0"]}],"data":{"s0":null}}"#.utf8),
+            secrets: ["tok/SECRET"], count: 1)
+        guard case .each(let outcomes) = answer else {
+            Issue.record("not per field")
+            return
+        }
+        #expect(!"\(outcomes)".contains("tok/SECRET") && !"\(outcomes)".contains("SECRET"), "\(outcomes)")
+    }
 }

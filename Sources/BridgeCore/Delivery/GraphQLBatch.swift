@@ -116,6 +116,8 @@ extension DeliveryClassifier {
             let errors = fieldErrors[index] + (value.isNull ? requestErrors : [])
             var single: [(String, JSONValue)] = [("data", .object([("resolveIdentifier", value)]))]
             if !errors.isEmpty { single.append(("errors", .array(errors))) }
+            // Redacted again on purpose: the body was cleaned as text, but a token echoed with any character
+            // as `\uXXXX` escapes that, and comes back unescaped from parse and re-encode.
             outcomes.append(
                 classify(
                     status: status, retryAfterHeader: retryAfterHeader,
