@@ -44,7 +44,7 @@ public enum SpoolError: Error, CustomStringConvertible {
 /// read path (the pipeline's own thread) may block for one fsync.
 public final class Spool: Sendable {
     public let path: String
-    private let connection: Mutex<SQLiteConnection>
+    let connection: Mutex<SQLiteConnection>
     /// A second connection for delivery bookkeeping (claims, outcomes) with `synchronous=NORMAL`: in WAL mode
     /// its commits are atomic but not fsynced one by one. Losing the last few on power loss only means a
     /// scan is sent again with the same idempotency key, which delivery allows (at-least-once); it halves
@@ -433,89 +433,5 @@ public final class Spool: Sendable {
     /// process (`scan`, `spool retry`) from a checkpoint.
     public func dataVersion() throws(SpoolError) -> Int {
         try withConnection { db throws(SQLiteError) in try db.scalarInt("PRAGMA data_version") ?? 0 }
-    }
-
-    // MARK: - Managing (operator actions; delivery's bookkeeping is in Spool+Delivery.swift)
-
-    /// Revives one dead scan (back to pending, attempts reset). Returns false when no dead scan has that id.
-    public func retry(id: String) throws(SpoolError) -> Bool {
-        try withConnection { db throws(SQLiteError) in
-            let s = try db.prepare(
-                "UPDATE scans SET state = 'pending', attempts = 0, next_attempt_at = NULL WHERE id = ?1 AND state IN ('dead', 'pending')"
-            )
-            try s.bind(1, id)
-            try s.step()
-            return db.changes > 0
-        }
-    }
-
-    /// Revives every dead scan; returns how many.
-    public func retryDead() throws(SpoolError) -> Int {
-        try withConnection { db throws(SQLiteError) in
-            let s = try db.prepare(
-                "UPDATE scans SET state = 'pending', attempts = 0, next_attempt_at = NULL WHERE state = 'dead'")
-            try s.step()
-            return db.changes
-        }
-    }
-
-    /// Deletes delivered scans delivered before `cutoff`; returns how many. Other states are never pruned.
-    ///
-    /// In transactions of at most `batch` rows, each over the next window of delivered scans in capture order,
-    /// so each is bounded work (an index range, not a rescan) and a concurrent commit, in this process or
-    /// another, waits for one batch at most. `progress` gets the running total after each batch. Afterwards a
-    /// WAL the purge grew is truncated.
-    public func purgeDelivered(
-        before cutoff: Date, batch: Int = Spool.purgeBatch, progress: ((Int) -> Void)? = nil
-    ) throws(SpoolError) -> Int {
-        let cutoffText = Timestamp.format(cutoff)
-        var total = 0
-        var after = 0
-        // A checkpoint inside a batch's commit (SQLite runs one when the WAL passes 1,000 pages) copied those pages
-        // and fsynced the database with the lock and the mutex held: the rare batch took 0.2-0.8 s. During the
-        // purge the checkpoints run between batches instead, on the bookkeeping connection, holding neither.
-        try withConnection { db throws(SQLiteError) in try db.execute("PRAGMA wal_autocheckpoint = 0") }
-        defer {
-            _ = try? withConnection { db throws(SQLiteError) in try db.execute("PRAGMA wal_autocheckpoint = 1000") }
-        }
-        var batches = 0
-        while true {
-            let window: (end: Int, deleted: Int)? = try withConnection { db throws(SQLiteError) in
-                try db.transaction { () throws(SQLiteError) -> (end: Int, deleted: Int)? in
-                    let end = try db.prepare(
-                        """
-                        SELECT max(seq) FROM (SELECT seq FROM scans WHERE state = 'delivered' AND seq > ?1
-                            ORDER BY seq LIMIT ?2)
-                        """)
-                    try end.bind(1, after)
-                    try end.bind(2, batch)
-                    guard try end.step(), !end.isNull(0) else { return nil }
-                    let last = end.int(0)
-                    try end.step()
-                    // A scan another sink has not published yet stays (migration 3).
-                    let s = try db.prepare(
-                        """
-                        DELETE FROM scans WHERE state = 'delivered' AND seq > ?1 AND seq <= ?2 AND delivered_at < ?3
-                            AND NOT EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = scans.seq AND q.state = 'pending')
-                        """)
-                    try s.bind(1, after)
-                    try s.bind(2, last)
-                    try s.bind(3, cutoffText)
-                    try s.step()
-                    return (last, db.changes)
-                }
-            }
-            guard let window else { break }
-            after = window.end
-            total += window.deleted
-            progress?(total)
-            batches += 1
-            if batches % 4 == 0 {
-                _ = try? withBookkeeping { db throws(SQLiteError) in try db.execute("PRAGMA wal_checkpoint(PASSIVE)") }
-            }
-            MonotonicClock.sleep(seconds: Spool.purgePause)
-        }
-        _ = connection.withLock { $0.truncateWAL(ifLargerThan: Spool.walTrimBytes) }
-        return total
     }
 }

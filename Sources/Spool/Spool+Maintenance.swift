@@ -1,0 +1,90 @@
+import BridgeCore
+import Foundation
+import Platform
+
+/// The operator's actions on the store (`spool retry`, `spool purge`, the service's retention): dead scans revived,
+/// delivered scans pruned in bounded batches. The store itself is `Spool.swift`, the API's delivery ledger
+/// `Spool+Delivery.swift`, the other sinks' queue `SinkQueue.swift`, the local interface's reads `Spool+Feed.swift`.
+extension Spool {
+    /// Revives one dead scan (back to pending, attempts reset). Returns false when no dead scan has that id.
+    public func retry(id: String) throws(SpoolError) -> Bool {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare(
+                "UPDATE scans SET state = 'pending', attempts = 0, next_attempt_at = NULL WHERE id = ?1 AND state IN ('dead', 'pending')"
+            )
+            try s.bind(1, id)
+            try s.step()
+            return db.changes > 0
+        }
+    }
+
+    /// Revives every dead scan; returns how many.
+    public func retryDead() throws(SpoolError) -> Int {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare(
+                "UPDATE scans SET state = 'pending', attempts = 0, next_attempt_at = NULL WHERE state = 'dead'")
+            try s.step()
+            return db.changes
+        }
+    }
+
+    /// Deletes delivered scans delivered before `cutoff`; returns how many. Other states are never pruned.
+    ///
+    /// In transactions of at most `batch` rows, each over the next window of delivered scans in capture order,
+    /// so each is bounded work (an index range, not a rescan) and a concurrent commit, in this process or
+    /// another, waits for one batch at most. `progress` gets the running total after each batch. Afterwards a
+    /// WAL the purge grew is truncated.
+    public func purgeDelivered(
+        before cutoff: Date, batch: Int = Spool.purgeBatch, progress: ((Int) -> Void)? = nil
+    ) throws(SpoolError) -> Int {
+        let cutoffText = Timestamp.format(cutoff)
+        var total = 0
+        var after = 0
+        // A checkpoint inside a batch's commit (SQLite runs one when the WAL passes 1,000 pages) copied those pages
+        // and fsynced the database with the lock and the mutex held: the rare batch took 0.2-0.8 s. During the
+        // purge the checkpoints run between batches instead, on the bookkeeping connection, holding neither.
+        try withConnection { db throws(SQLiteError) in try db.execute("PRAGMA wal_autocheckpoint = 0") }
+        defer {
+            _ = try? withConnection { db throws(SQLiteError) in try db.execute("PRAGMA wal_autocheckpoint = 1000") }
+        }
+        var batches = 0
+        while true {
+            let window: (end: Int, deleted: Int)? = try withConnection { db throws(SQLiteError) in
+                try db.transaction { () throws(SQLiteError) -> (end: Int, deleted: Int)? in
+                    let end = try db.prepare(
+                        """
+                        SELECT max(seq) FROM (SELECT seq FROM scans WHERE state = 'delivered' AND seq > ?1
+                            ORDER BY seq LIMIT ?2)
+                        """)
+                    try end.bind(1, after)
+                    try end.bind(2, batch)
+                    guard try end.step(), !end.isNull(0) else { return nil }
+                    let last = end.int(0)
+                    try end.step()
+                    // A scan another sink has not published yet stays (migration 3).
+                    let s = try db.prepare(
+                        """
+                        DELETE FROM scans WHERE state = 'delivered' AND seq > ?1 AND seq <= ?2 AND delivered_at < ?3
+                            AND NOT EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = scans.seq AND q.state = 'pending')
+                        """)
+                    try s.bind(1, after)
+                    try s.bind(2, last)
+                    try s.bind(3, cutoffText)
+                    try s.step()
+                    return (last, db.changes)
+                }
+            }
+            guard let window else { break }
+            after = window.end
+            total += window.deleted
+            progress?(total)
+            batches += 1
+            if batches % 4 == 0 {
+                _ = try? withBookkeeping { db throws(SQLiteError) in try db.execute("PRAGMA wal_checkpoint(PASSIVE)") }
+            }
+            MonotonicClock.sleep(seconds: Spool.purgePause)
+        }
+        _ = connection.withLock { $0.truncateWAL(ifLargerThan: Spool.walTrimBytes) }
+        return total
+    }
+}
