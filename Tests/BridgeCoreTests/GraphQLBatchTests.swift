@@ -178,4 +178,23 @@ struct GraphQLBatchTests {
         }
         #expect(!"\(outcomes)".contains("tok/SECRET") && !"\(outcomes)".contains("SECRET"), "\(outcomes)")
     }
+
+    /// The same echo in a single request's refusal: the kept response, decoded as JSON by whoever reads it later,
+    /// must not hold the token either.
+    @Test func aTokenEchoedJSONEscapedIsNotKeptInARefusal() throws {
+        let outcome = DeliveryClassifier.classify(
+            status: 400, retryAfterHeader: nil,
+            body: Array(#"{"errors":[{"message":"bad token \u0074ok/SECRET"}]}"#.utf8), secrets: ["tok/SECRET"])
+        guard case .dead(let reason, let response) = outcome else {
+            Issue.record("not dead: \(outcome)")
+            return
+        }
+        let decoded = try JSONParser.parse(Array(response.utf8)).encoded()
+        #expect(!decoded.contains("SECRET") && !reason.contains("SECRET"), "\(decoded) / \(reason)")
+        // A body without escapes is kept byte for byte.
+        let plain = DeliveryClassifier.classify(
+            status: 400, retryAfterHeader: nil, body: Array(#"{"errors":[{"message":"no"}]}"#.utf8),
+            secrets: ["tok/SECRET"])
+        #expect(plain == .dead(reason: "HTTP 400: no", response: #"{"errors":[{"message":"no"}]}"#))
+    }
 }

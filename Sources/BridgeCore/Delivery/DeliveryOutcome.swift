@@ -61,9 +61,21 @@ public enum DeliveryClassifier {
         if secrets.isEmpty {
             return classifyClean(status: status, retryAfterHeader: retryAfterHeader, body: body, location: location)
         }
-        let clean = Array(LogLine.redact(String(decoding: body, as: UTF8.self), secrets: secrets).utf8)
+        let clean = unescapedIfHiding(
+            Array(LogLine.redact(String(decoding: body, as: UTF8.self), secrets: secrets).utf8), secrets: secrets)
         return classifyClean(status: status, retryAfterHeader: retryAfterHeader, body: clean, location: location)
             .redacting(secrets)
+    }
+
+    /// A JSON body may spell a secret with any character as a `\uXXXX` escape, which text redaction cannot see
+    /// and anyone decoding the kept response would. When the body has such escapes and its decoded values hold a
+    /// secret, the body is parsed, re-encoded (same values, escapes decoded) and redacted; else left as it is.
+    static func unescapedIfHiding(_ body: [UInt8], secrets: [String]) -> [UInt8] {
+        let hasEscape = zip(body, body.dropFirst()).contains { $0 == 0x5C && $1 == 0x75 }  // "\u"
+        guard hasEscape, let json = try? JSONParser.parse(body) else { return body }
+        let decoded = json.encoded()
+        let redacted = LogLine.redact(decoded, secrets: secrets)
+        return redacted == decoded ? body : Array(redacted.utf8)
     }
 
     private static func classifyClean(status: Int, retryAfterHeader: String?, body: [UInt8], location: String?)
