@@ -25,13 +25,26 @@ public enum Products {
     }
 
     /// The environment of a bridge under test: this process's without `PLINGS_BRIDGE_*` (a developer's own
-    /// settings) and systemd's credential and runtime directories, with `HOME` and `XDG_STATE_HOME` in `home`.
-    public static func isolatedEnvironment(home: String) -> [String: String] {
+    /// settings) and systemd's state, credential, runtime, notify and watchdog settings, with `HOME` and
+    /// `XDG_STATE_HOME` in `home`.
+    ///
+    /// Unless `reachesPCSCD`, libpcsclite is pointed at a socket in `home` that does not exist
+    /// (`PCSCLITE_CSOCK_NAME`): the machine's pcscd is the NFC rig's, and a bridge of another suite with its
+    /// default `nfc.enabled` would otherwise read the rig's card while an NFC test reads it, interleaving APDUs
+    /// (one CI run failed so: the other bridge's SELECT reset the card's current file between the test's
+    /// SELECT and READ BINARY). Only tests serialized in `NFCRigTests` may reach it.
+    public static func isolatedEnvironment(home: String, reachesPCSCD: Bool = false) -> [String: String] {
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
         env["HOME"] = home
         env["XDG_STATE_HOME"] = home + "/state"
-        env.removeValue(forKey: "CREDENTIALS_DIRECTORY")
-        env.removeValue(forKey: "RUNTIME_DIRECTORY")
+        for key in ["STATE_DIRECTORY", "CREDENTIALS_DIRECTORY", "RUNTIME_DIRECTORY", "NOTIFY_SOCKET", "WATCHDOG_USEC"] {
+            env.removeValue(forKey: key)
+        }
+        if reachesPCSCD {
+            env.removeValue(forKey: "PCSCLITE_CSOCK_NAME")
+        } else {
+            env["PCSCLITE_CSOCK_NAME"] = home + "/no-pcscd.comm"
+        }
         return env
     }
 

@@ -10,12 +10,7 @@ struct CLITests {
 
     /// A clean environment: no inherited PLINGS_BRIDGE_* and a private state directory.
     func environment(_ dir: TemporaryDirectory, _ extra: [String: String] = [:]) -> [String: String] {
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
-        env["XDG_STATE_HOME"] = dir.file("state")
-        env["HOME"] = dir.path
-        env.removeValue(forKey: "STATE_DIRECTORY")
-        env.removeValue(forKey: "CREDENTIALS_DIRECTORY")
-        return env.merging(extra) { $1 }
+        Products.isolatedEnvironment(home: dir.path).merging(extra) { $1 }
     }
 
     func run(_ args: [String], _ dir: TemporaryDirectory, env: [String: String] = [:]) throws -> ProcessResult {

@@ -10,13 +10,7 @@ struct HostileInputTests {
     let binary = Products.path("plings-bridge")
 
     func environment(_ dir: TemporaryDirectory, _ extra: [String: String] = [:]) -> [String: String] {
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
-        env["XDG_STATE_HOME"] = dir.file("state")
-        env["HOME"] = dir.path
-        for key in ["STATE_DIRECTORY", "CREDENTIALS_DIRECTORY", "RUNTIME_DIRECTORY", "NOTIFY_SOCKET", "WATCHDOG_USEC"] {
-            env.removeValue(forKey: key)
-        }
-        return env.merging(extra) { $1 }
+        Products.isolatedEnvironment(home: dir.path).merging(extra) { $1 }
     }
 
     func run(_ args: [String], _ dir: TemporaryDirectory, env: [String: String] = [:], timeout: Double = 30) throws

@@ -16,13 +16,7 @@ struct ForwarderTests {
         let spoolPath: String
         let config: String
 
-        func environment() -> [String: String] {
-            var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
-            env["HOME"] = dir.path
-            env["XDG_STATE_HOME"] = dir.file("state")
-            env.removeValue(forKey: "CREDENTIALS_DIRECTORY")
-            return env
-        }
+        func environment() -> [String: String] { Products.isolatedEnvironment(home: dir.path) }
 
         func teardown() {
             api.stop()

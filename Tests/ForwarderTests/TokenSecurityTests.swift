@@ -11,11 +11,7 @@ struct TokenSecurityTests {
     let binary = Products.path("plings-bridge")
 
     func environment(_ dir: TemporaryDirectory, _ extra: [String: String] = [:]) -> [String: String] {
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
-        env["HOME"] = dir.path
-        env["XDG_STATE_HOME"] = dir.file("state")
-        env.removeValue(forKey: "CREDENTIALS_DIRECTORY")
-        return env.merging(extra) { $1 }
+        Products.isolatedEnvironment(home: dir.path).merging(extra) { $1 }
     }
 
     func config(_ dir: TemporaryDirectory, api: APIStandIn, tokenFile: String) throws -> String {

@@ -17,11 +17,7 @@ struct UmockdevTests {
     static let url2 = "https://s.plings.io/?t=q&i=9ZpXw3&p=4.2.3.3.7&cp=K7"
 
     func environment(_ dir: TemporaryDirectory) -> [String: String] {
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
-        env["XDG_STATE_HOME"] = dir.file("state")
-        env["HOME"] = dir.path
-        env.removeValue(forKey: "STATE_DIRECTORY")
-        return env
+        Products.isolatedEnvironment(home: dir.path)
     }
 
     /// Writes `events` per devnode as evemu files and `config` as JSON; returns the umockdev-run arguments.

@@ -9,10 +9,7 @@ extension NFCRigTests {
         let binary = Products.path("plings-bridge")
 
         func environment(_ dir: TemporaryDirectory) -> [String: String] {
-            var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
-            env["XDG_STATE_HOME"] = dir.file("state")
-            env["HOME"] = dir.path
-            return env
+            Products.isolatedEnvironment(home: dir.path, reachesPCSCD: true)
         }
 
         @Test func readersJSONShowsTheTagAndTestReadReadsIt() throws {

@@ -17,7 +17,7 @@ extension NFCRigTests {
             defer { rig.close() }
             let test = try RunningProcess(
                 binary, ["test-read", "--count", "4", "--timeout", "20", "--reader", "*00", "--json"] + extra,
-                environment: Products.isolatedEnvironment(home: dir.path))
+                environment: Products.isolatedEnvironment(home: dir.path, reachesPCSCD: true))
             defer { test.stop() }
             let taps = [
                 "ntag213 04A1B2C3D4E5F6 - url=\(NDEF.plingsURL)", "ntag215 04B1B2C3D4E5F7 - url=\(NDEF.plingsURL)",

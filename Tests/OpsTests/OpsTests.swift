@@ -11,13 +11,7 @@ struct OpsTests {
     let binary = Products.path("plings-bridge")
 
     func environment(_ dir: TemporaryDirectory, _ extra: [String: String] = [:]) -> [String: String] {
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
-        env["HOME"] = dir.path
-        env["XDG_STATE_HOME"] = dir.file("state")
-        for key in ["STATE_DIRECTORY", "CREDENTIALS_DIRECTORY", "RUNTIME_DIRECTORY", "NOTIFY_SOCKET", "WATCHDOG_USEC"] {
-            env.removeValue(forKey: key)
-        }
-        return env.merging(extra) { $1 }
+        Products.isolatedEnvironment(home: dir.path).merging(extra) { $1 }
     }
 
     @Test func notifiesReadyWatchdogAndStopping() throws {
