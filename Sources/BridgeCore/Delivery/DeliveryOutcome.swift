@@ -58,13 +58,27 @@ public enum DeliveryClassifier {
     public static func classify(
         status: Int, retryAfterHeader: String?, body: [UInt8], location: String? = nil, secrets: [String] = []
     ) -> DeliveryOutcome {
-        if secrets.isEmpty {
-            return classifyClean(status: status, retryAfterHeader: retryAfterHeader, body: body, location: location)
-        }
-        let clean = unescapedIfHiding(
+        classify(
+            status: status, retryAfterHeader: retryAfterHeader, cleanBody: cleaned(body, secrets: secrets),
+            location: location, secrets: secrets)
+    }
+
+    /// `classify` of a body already `cleaned` of `secrets` (`classifyBatch` cleans a batch's body once for the
+    /// whole answer and its fields). The outcome is still redacted: a redirect's reason names the raw `Location`.
+    static func classify(
+        status: Int, retryAfterHeader: String?, cleanBody: [UInt8], location: String?, secrets: [String]
+    ) -> DeliveryOutcome {
+        let outcome = classifyClean(
+            status: status, retryAfterHeader: retryAfterHeader, body: cleanBody, location: location)
+        return secrets.isEmpty ? outcome : outcome.redacting(secrets)
+    }
+
+    /// `body` without any spelling of `secrets`: redacted as text, then, where JSON escapes could hide one,
+    /// decoded and redacted again (`unescapedIfHiding`).
+    static func cleaned(_ body: [UInt8], secrets: [String]) -> [UInt8] {
+        guard !secrets.isEmpty else { return body }
+        return unescapedIfHiding(
             Array(LogLine.redact(String(decoding: body, as: UTF8.self), secrets: secrets).utf8), secrets: secrets)
-        return classifyClean(status: status, retryAfterHeader: retryAfterHeader, body: clean, location: location)
-            .redacting(secrets)
     }
 
     /// A JSON body may spell a secret with any character as a `\uXXXX` escape, which text redaction cannot see

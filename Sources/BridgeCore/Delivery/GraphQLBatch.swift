@@ -79,10 +79,9 @@ extension DeliveryClassifier {
         status: Int, retryAfterHeader: String?, body: [UInt8], location: String? = nil, secrets: [String] = [],
         count: Int
     ) -> BatchAnswer {
-        let clean =
-            secrets.isEmpty ? body : Array(LogLine.redact(String(decoding: body, as: UTF8.self), secrets: secrets).utf8)
+        let clean = cleaned(body, secrets: secrets)
         let whole = classify(
-            status: status, retryAfterHeader: retryAfterHeader, body: clean, location: location, secrets: secrets)
+            status: status, retryAfterHeader: retryAfterHeader, cleanBody: clean, location: location, secrets: secrets)
         guard (200..<300).contains(status), let json = try? JSONParser.parse(clean) else {
             if case .dead(let reason, _) = whole { return .refused(reason: reason) }
             return .whole(whole)
@@ -116,8 +115,8 @@ extension DeliveryClassifier {
             let errors = fieldErrors[index] + (value.isNull ? requestErrors : [])
             var single: [(String, JSONValue)] = [("data", .object([("resolveIdentifier", value)]))]
             if !errors.isEmpty { single.append(("errors", .array(errors))) }
-            // Redacted again on purpose: the body was cleaned as text, but a token echoed with any character
-            // as `\uXXXX` escapes that, and comes back unescaped from parse and re-encode.
+            // Each field's answer is redacted again on purpose (a small body): it is re-encoded from the parsed
+            // values, and a secret must not survive in a spelling the whole body's cleaning did not produce.
             outcomes.append(
                 classify(
                     status: status, retryAfterHeader: retryAfterHeader,
