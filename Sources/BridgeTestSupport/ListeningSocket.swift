@@ -14,6 +14,13 @@ public final class ListeningSocket: Sendable {
         let value = Mutex(0)
     }
 
+    /// A loopback port the system handed out, closed again, for a server under test to listen on.
+    public static func freePort() throws -> Int {
+        let socket = try ListeningSocket()
+        defer { socket.close() }
+        return socket.port
+    }
+
     public init() throws {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.EIO) }

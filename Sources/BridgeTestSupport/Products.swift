@@ -33,7 +33,13 @@ public enum Products {
     /// default `nfc.enabled` would otherwise read the rig's card while an NFC test reads it, interleaving APDUs
     /// (one CI run failed so: the other bridge's SELECT reset the card's current file between the test's
     /// SELECT and READ BINARY). Only tests serialized in `NFCRigTests` may reach it.
-    public static func isolatedEnvironment(home: String, reachesPCSCD: Bool = false) -> [String: String] {
+    ///
+    /// Unless `listensHTTP`, the local interface is off (`PLINGS_BRIDGE_HTTP_LISTEN` empty, which overrides any
+    /// config file): its default is one fixed loopback port, which bridges of suites running at once would
+    /// contend for, and a `doctor` would probe whichever test's bridge holds it.
+    public static func isolatedEnvironment(home: String, reachesPCSCD: Bool = false, listensHTTP: Bool = false)
+        -> [String: String]
+    {
         var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
         env["HOME"] = home
         env["XDG_STATE_HOME"] = home + "/state"
@@ -45,6 +51,7 @@ public enum Products {
         } else {
             env["PCSCLITE_CSOCK_NAME"] = home + "/no-pcscd.comm"
         }
+        if !listensHTTP { env["PLINGS_BRIDGE_HTTP_LISTEN"] = "" }
         return env
     }
 
@@ -249,7 +256,11 @@ public final class RunningProcess: Sendable {
         input.fileHandleForWriting.write(Data((line + "\n").utf8))
     }
 
-    public func signal(_ number: Int32) { kill(process.processIdentifier, number) }
+    /// Signals the child while it runs (once reaped, its pid may already be another test's child).
+    public func signal(_ number: Int32) {
+        guard process.isRunning else { return }
+        kill(process.processIdentifier, number)
+    }
 
     /// CPU time the child has used so far (user + system, in clock ticks of 10 ms), from /proc; 0 once it is gone.
     public var cpuTicks: Int {

@@ -44,9 +44,7 @@ struct HIDPOSUmockdevTests {
             contents: Data(#"{"hidpos":\#(hidpos),\#(sections),"location":{"enabled":false}}"#.utf8))
         _ = FileManager.default.createFile(
             atPath: script, contents: Data(("[" + steps.joined(separator: ",") + "]").utf8))
-        var environment = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
-        environment["HOME"] = dir.path
-        environment["XDG_STATE_HOME"] = dir.file("state")
+        let environment = Products.isolatedEnvironment(home: dir.path)
         let result = try ProcessRunner.run(
             "/usr/bin/umockdev-wrapper",
             ["/usr/bin/python3", Products.rig("serial/serial_driver.py"), script, "--", binary] + command + [

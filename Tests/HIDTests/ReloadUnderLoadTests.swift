@@ -32,8 +32,7 @@ struct ReloadUnderLoadTests {
         try #"{"nfc": {"enabled": false}, "location": {"enabled": false}, "hid": {"debounce": 0}}"#
             .write(toFile: config, atomically: true, encoding: .utf8)
         let spool = dir.file("s.sqlite")
-        var env = ProcessInfo.processInfo.environment.filter { !$0.key.hasPrefix("PLINGS_BRIDGE_") }
-        env["HOME"] = dir.path
+        let env = Products.isolatedEnvironment(home: dir.path)
         let bridge = try RunningProcess(
             "/usr/bin/umockdev-run",
             [

@@ -18,20 +18,13 @@ struct HTTPInterfaceTests {
         var spoolPath: String { dir.file("spool.sqlite") }
         var base: String { "http://127.0.0.1:\(port)" }
 
-        func environment() -> [String: String] { Products.isolatedEnvironment(home: dir.path) }
-    }
-
-    /// A free loopback port: one the system hands out, closed again.
-    static func freePort() throws -> Int {
-        let socket = try ListeningSocket()
-        defer { socket.close() }
-        return socket.port
+        func environment() -> [String: String] { Products.isolatedEnvironment(home: dir.path, listensHTTP: true) }
     }
 
     /// A config with every source off and the interface on a free port; `http` adds members to its section.
     func setup(http: String = "") throws -> Setup {
         let dir = TemporaryDirectory("http")
-        let port = try Self.freePort()
+        let port = try ListeningSocket.freePort()
         let config = dir.file("config.json")
         try """
         {"http": {"listen": "127.0.0.1:\(port)"\(http.isEmpty ? "" : ", " + http)},
@@ -258,7 +251,7 @@ struct HTTPInterfaceTests {
         #expect(!bridge.stderrText.contains(token), "the token reached the log")
 
         // Beyond loopback without a token: the configuration is refused, saying why, in one line.
-        let exposed = try setup(http: "\"listen\": \"0.0.0.0:\(try Self.freePort())\"")
+        let exposed = try setup(http: "\"listen\": \"0.0.0.0:\(try ListeningSocket.freePort())\"")
         defer { exposed.dir.remove() }
         try """
         {"http": {"listen": "0.0.0.0:\(exposed.port)"}, "nfc": {"enabled": false}, "hid": {"enabled": false},
@@ -339,7 +332,7 @@ struct HTTPInterfaceTests {
         defer { s.dir.remove() }
         let bridge = try startBridge(s)
         defer { bridge.stop() }
-        let moved = try Self.freePort()
+        let moved = try ListeningSocket.freePort()
         let body = """
             {"http": {"listen": "127.0.0.1:%@"}, "nfc": {"enabled": false}, "hid": {"enabled": false},
              "hidpos": {"enabled": false}, "serial": {"enabled": false}, "location": {"enabled": false}}

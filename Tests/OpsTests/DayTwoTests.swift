@@ -196,13 +196,15 @@ struct DayTwoTests {
         defer { api.stop() }
         let metrics = dir.file("plings.prom")
         let config = dir.file("config.json")
-        // gpsd on a port nobody listens on: the fix age is there, +Inf, before any fix.
+        // gpsd on a port nobody listens on: the fix age is there, +Inf, before any fix. The local interface (its
+        // families are documented too) on a port of this test's own.
+        let http = #""http": {"listen": "127.0.0.1:\#(try ListeningSocket.freePort())"}"#
         try write(
             """
-            {"metrics": {"textfile": "\(metrics)", "interval": 1}, "location": {"gpsd": "127.0.0.1:9"},
+            {"metrics": {"textfile": "\(metrics)", "interval": 1}, "location": {"gpsd": "127.0.0.1:9"}, \(http),
              "mqtt": {"url": "\(broker.url)", "allowInsecure": true, "deviceId": "gate7"}}
             """, config)
-        let env = environment(dir)
+        let env = Products.isolatedEnvironment(home: dir.path, listensHTTP: true)
         let bridge = try RunningProcess(binary, ["run", "--config", config, "--no-nfc", "--no-hid"], environment: env)
         defer { bridge.stop() }
         #expect(bridge.waitForLog(timeout: 20) { $0.contains("msg=\"ready:") })
@@ -233,7 +235,7 @@ struct DayTwoTests {
         // With the API configured by a reload: the health appears, and with it every documented family.
         try write(
             """
-            {"metrics": {"textfile": "\(metrics)", "interval": 1}, "location": {"gpsd": "127.0.0.1:9"},
+            {"metrics": {"textfile": "\(metrics)", "interval": 1}, "location": {"gpsd": "127.0.0.1:9"}, \(http),
              "mqtt": {"url": "\(broker.url)", "allowInsecure": true, "deviceId": "gate7"}, \(apiSection)}
             """, config)
         bridge.signal(SIGHUP)
