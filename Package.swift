@@ -131,7 +131,7 @@ let package = Package(
         .testTarget(
             name: "PipelineTests",
             dependencies: ["ReadPipeline", "BridgeCore", "Logging", "Spool", "Platform", "BridgeTestSupport"]),
-        .testTarget(name: "PlatformTests", dependencies: ["Platform"]),
+        .testTarget(name: "PlatformTests", dependencies: ["Platform", "BridgeTestSupport"]),
         .testTarget(name: "SerialTests", dependencies: ["Serial", "BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(name: "HIDPOSTests", dependencies: ["HIDPOS", "BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(

@@ -8,26 +8,42 @@ import Testing
 /// when a handler installed without SA_RESTART interrupts a blocking read).
 @Suite(.serialized)
 struct FileDescriptorTests {
-    static func isOpen(_ raw: Int32) -> Bool { fcntl(raw, F_GETFD) != -1 }
+    /// Whether descriptor `raw` of this process is open on `path` (/proc/self/fd, proc(5)). By the file, not by
+    /// the number: other suites run in this process at the same time, and the lowest free number goes to the
+    /// next descriptor any of their threads opens, so a closed number may be open again on something else.
+    static func isOpen(_ raw: Int32, on path: String) -> Bool {
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(raw)")) == path
+    }
+
+    /// A file of this test's own, so no other descriptor of the process names it.
+    static func uniqueFile() -> String {
+        let path = NSTemporaryDirectory() + "fd-test-\(UUID().uuidString)"
+        FileManager.default.createFile(atPath: path, contents: Data())
+        return path
+    }
 
     @Test func closeReleasesTheDescriptorOnce() throws {
-        let file = try FileDescriptor.open("/dev/null", O_RDONLY)
+        let path = Self.uniqueFile()
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let file = try FileDescriptor.open(path, O_RDONLY)
         let raw = file.rawValue
-        #expect(Self.isOpen(raw))
+        #expect(Self.isOpen(raw, on: path))
         // O_CLOEXEC is always added.
         #expect(fcntl(raw, F_GETFD) & FD_CLOEXEC != 0)
         try file.close()
-        #expect(!Self.isOpen(raw) && errno == EBADF)
+        #expect(!Self.isOpen(raw, on: path))
     }
 
     @Test func droppingAnOpenDescriptorClosesIt() throws {
+        let path = Self.uniqueFile()
+        defer { try? FileManager.default.removeItem(atPath: path) }
         var raw: Int32 = -1
         do {
-            let file = try FileDescriptor.open("/dev/null", O_RDONLY)
+            let file = try FileDescriptor.open(path, O_RDONLY)
             raw = file.rawValue
-            #expect(Self.isOpen(raw))
+            #expect(Self.isOpen(raw, on: path))
         }
-        #expect(!Self.isOpen(raw))
+        #expect(!Self.isOpen(raw, on: path))
     }
 
     @Test func openFailureNamesTheCallAndPath() {

@@ -1,3 +1,4 @@
+import BridgeTestSupport
 import Foundation
 import Testing
 
@@ -10,16 +11,20 @@ struct ProcessTableTests {
         let path = NSTemporaryDirectory() + "process-table-\(getpid())"
         FileManager.default.createFile(atPath: path, contents: Data())
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/bin/sleep")
-        child.arguments = ["30"]
-        child.standardInput = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+        // This process holds the file open too, and is never counted.
+        let own = try FileHandle(forReadingFrom: URL(fileURLWithPath: path))
+        defer { try? own.close() }
+        // The shell opens the file as its stdin and becomes `sleep` (ChildProcess, not Foundation's `Process`,
+        // whose run() can crash the whole test process: see ChildProcess).
+        let child = ChildProcess(
+            "/bin/sh", ["-c", "exec /bin/sleep 30 < \"$0\"", path], environment: nil, stdin: Pipe(), stdout: Pipe(),
+            stderr: Pipe())
         try child.run()
         defer { child.terminate() }
-        let holders = ProcessTable.holders(of: path)
-        #expect(holders == [ProcessTable.Process(pid: child.processIdentifier, name: "sleep")])
+        let expected = [ProcessTable.Process(pid: child.processIdentifier, name: "sleep")]
+        #expect(
+            eventually(timeout: 5) { ProcessTable.holders(of: path) == expected }, "\(ProcessTable.holders(of: path))")
         #expect(ProcessTable.running("sleep").contains { $0.pid == child.processIdentifier })
-        // This process opened the file too (for the child's stdin), and is never counted.
-        #expect(!holders.contains { $0.pid == getpid() })
+        #expect(!ProcessTable.holders(of: path).contains { $0.pid == getpid() })
     }
 }
