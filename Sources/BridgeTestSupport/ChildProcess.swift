@@ -55,6 +55,8 @@ public final class ChildProcess: Sendable {
         if pid > 0 { kill(pid, SIGTERM) }
     }
 
+    private static let ignoreSIGPIPEOnce: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
+
     /// Starts the child and a thread that waits for its exit.
     public func run() throws {
         var actions = posix_spawn_file_actions_t()
@@ -70,7 +72,15 @@ public final class ChildProcess: Sendable {
         var none = sigset_t()
         sigemptyset(&none)
         posix_spawnattr_setsigmask(&attributes, &none)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK))
+        // SIGPIPE: ignored here, so a test writing to a child that has died fails with EPIPE instead of the
+        // signal ending every suite of the run; default again in the child (an ignored signal stays ignored
+        // across exec), which then behaves as it would started from a shell.
+        _ = ChildProcess.ignoreSIGPIPEOnce
+        var pipe = sigset_t()
+        sigemptyset(&pipe)
+        sigaddset(&pipe, SIGPIPE)
+        posix_spawnattr_setsigdefault(&attributes, &pipe)
+        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
