@@ -29,6 +29,8 @@ case "idle":
     IdleBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "http":
     HTTPBenchmark.run(arguments: Array(arguments.dropFirst()))
+case "delivery-model":
+    DeliveryModelBenchmark.run(arguments: Array(arguments.dropFirst()))
 case "all":
     // Every benchmark in one go (rigs started by each), one table at the end. Short settings by default;
     // `--full` uses each benchmark's documented defaults.
@@ -74,6 +76,9 @@ default:
           idle [--seconds 30] [--baseline-bridge PATH]
                                           wake-ups of an idle `run` in each waiting state; a scan spooled by
                                           another process -> sent (PATH: an older build, measured as the baseline)
+          delivery-model [--count 1000000] [--commits 1000] [--dir DIR]
+                                          what moving the API's delivery state into sink_queue would cost: commits/s
+                                          with its queue row against today's, the migration of COUNT scans
           http [--samples N] [--clients 50] [--browser]
                                           read -> committed with 50 /events clients (one stalled) against none;
                                           commit -> SSE event; RSS; with --browser commit -> bench page row
