@@ -55,6 +55,24 @@ extension NFCRigTests {
             #expect(summary["summary"]?["failed"] == .integer(0))
         }
 
+        /// The isolation every other suite's bridges rely on (`Products.isolatedEnvironment`): with the rig's pcscd
+        /// up and a tag on its reader, a bridge given the default test environment finds no pcscd and no reader,
+        /// while the same command with the rig's environment lists the reader with the tag.
+        @Test func otherSuitesBridgesCannotReachTheRigsPCSCD() throws {
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            let rig = try NFCRig()
+            defer { rig.close() }
+            try rig.send("tap 1 ntag213 04A1B2C3D4E5F6 - url=\(NDEF.plingsURL)")
+            let isolated = try ProcessRunner.run(
+                binary, ["readers", "--json"], environment: Products.isolatedEnvironment(home: dir.path), timeout: 30)
+            #expect(isolated.stdout.trimmingASCIIWhitespace() == "[]", "\(isolated.stdout)")
+            #expect(isolated.stderr.contains("pcscd not running"), "\(isolated.stderr)")
+            let reaching = try ProcessRunner.run(
+                binary, ["readers", "--json"], environment: environment(dir), timeout: 30)
+            #expect(reaching.status == 0 && reaching.stdout.contains("Virtual PCD 00 01"), "\(reaching.stderr)")
+        }
+
         @Test func testReadExitsNonZeroWhenTheReadFails() throws {
             let dir = TemporaryDirectory()
             defer { dir.remove() }
