@@ -78,7 +78,8 @@ default:
                                           another process -> sent (PATH: an older build, measured as the baseline)
           delivery-model [--count 1000000] [--commits 1000] [--dir DIR]
                                           what moving the API's delivery state into sink_queue would cost: commits/s
-                                          with its queue row against today's, the migration of COUNT scans
+                                          of today's spool and two queue shapes against raw SQLite, the migration
+                                          of COUNT scans
           http [--samples N] [--clients 50] [--browser]
                                           read -> committed with 50 /events clients (one stalled) against none;
                                           commit -> SSE event; RSS; with --browser commit -> bench page row
