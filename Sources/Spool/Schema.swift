@@ -2,8 +2,8 @@
 ///
 /// Never edit a released step: add a new one. `PRAGMA user_version` records the version reached, inside the
 /// same transaction as the step, so a crash mid-migration leaves the previous version intact.
-enum Schema {
-    static let migrations: [String] = [
+public enum Schema {
+    public static let migrations: [String] = [
         // 1: the record of docs/contracts.md, "Spool record".
         """
         CREATE TABLE scans (
@@ -126,7 +126,56 @@ enum Schema {
         """
         ALTER TABLE scans ADD COLUMN genuine TEXT;
         """,
+        // 8: one delivery model. The API becomes a sink of `sink_queue` like MQTT (`Spool.apiSink`): its state,
+        // attempts, backoff, last error and kept answer move to its queue row, `scans` keeps the read. A sink
+        // marked `recognized_only` (the API) is queued only scans with an input: an unrecognized read has
+        // nothing to send. What moves per existing scan is small (state, times, attempts; the identifier, error
+        // and answer only where a scan may still be sent), and no `scans` row is rewritten: the old columns keep
+        // what they held, and an old delivered scan's answer is read from `scans.response` (`Spool.columns`).
+        // The API's delivered and refused counts start from the exact ones of schema 4; its pending count is
+        // derived (`Spool.stats`). The indexes that served the API's state leave `scans` for the queue: one index
+        // by sink and state (purge, retry, listing by state) and one per pending identifier (delivery order).
+        """
+        ALTER TABLE sinks ADD COLUMN recognized_only INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE sink_queue ADD COLUMN identifier TEXT;
+        ALTER TABLE sink_queue ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE sink_queue ADD COLUMN last_error TEXT;
+        ALTER TABLE sink_queue ADD COLUMN next_attempt_at TEXT;
+        ALTER TABLE sink_queue ADD COLUMN last_attempt_at TEXT;
+        ALTER TABLE sink_queue ADD COLUMN response TEXT;
+        INSERT INTO sinks (name, enabled, recognized_only) VALUES ('api', 1, 1);
+        INSERT INTO sink_queue (sink, seq, state, delivered_at, attempts, identifier, last_error, next_attempt_at,
+                                last_attempt_at, response)
+            SELECT 'api', seq, CASE state WHEN 'dead' THEN 'refused' ELSE state END, delivered_at, attempts,
+                CASE WHEN state = 'delivered' THEN NULL ELSE identifier END,
+                CASE WHEN state = 'delivered' THEN NULL ELSE last_error END,
+                CASE WHEN state = 'pending' THEN next_attempt_at END,
+                CASE WHEN state = 'delivered' THEN NULL ELSE last_attempt_at END,
+                CASE WHEN state = 'delivered' THEN NULL ELSE response END
+            FROM scans WHERE state != 'unrecognized' ORDER BY seq;
+        INSERT INTO sink_counts (sink, state, n)
+            SELECT 'api', CASE state WHEN 'dead' THEN 'refused' ELSE state END, n FROM scan_counts
+            WHERE state IN ('delivered', 'dead') AND n != 0;
+        DROP INDEX scans_state_seq;
+        DROP INDEX scans_pending_identifier;
+        CREATE INDEX scans_unrecognized ON scans (seq) WHERE state = 'unrecognized';
+        DROP INDEX sink_queue_pending;
+        CREATE INDEX sink_queue_state ON sink_queue (sink, state, seq);
+        CREATE INDEX sink_queue_pending_identifier ON sink_queue (sink, identifier, seq) WHERE state = 'pending';
+        DROP TRIGGER scans_enqueue_for_sinks;
+        CREATE TRIGGER scans_enqueue_for_sinks AFTER INSERT ON scans BEGIN
+            INSERT INTO sink_queue (sink, seq, state, identifier)
+                SELECT name, NEW.seq, 'pending', NEW.identifier FROM sinks
+                WHERE enabled = 1 AND (recognized_only = 0 OR NEW.state = 'pending');
+        END;
+        DROP TRIGGER scans_count_attempts;
+        CREATE TRIGGER sink_queue_count_attempts AFTER UPDATE OF attempts ON sink_queue
+            WHEN NEW.sink = 'api' AND NEW.attempts > OLD.attempts BEGIN
+            UPDATE delivery_totals SET n = n + NEW.attempts - OLD.attempts
+                WHERE name = 'attempts' OR (name = 'failures' AND NEW.state = 'pending');
+        END;
+        """,
     ]
 
-    static var currentVersion: Int { migrations.count }
+    public static var currentVersion: Int { migrations.count }
 }

@@ -27,12 +27,10 @@ public struct SinkStats: Sendable, Equatable {
     }
 }
 
-/// Delivery state per extra sink (schema 3): each sink has its own queue of scans, kept apart from the API's
-/// `state`, so the API and (say) an MQTT broker progress independently.
+/// Delivery state per sink (schema 3; the API's too since schema 8): each sink has its own queue of scans, so the
+/// API and (say) an MQTT broker progress independently. The functions here serve the sinks other than the API and
+/// leave the API's row alone; its ledger (claims, leases, batches, outcomes) is `Spool+Delivery.swift`.
 extension Spool {
-    /// `Spool.columns` prefixed with `scans.` (the queue has a `state` and `seq` of its own).
-    static let qualifiedColumns = columns("scans")
-
     /// Makes `name` receive every scan committed from now on (by this or any other process). Scans already in
     /// the spool are not queued: enabling a sink does not replay history. Idempotent.
     public func registerSink(_ name: String) throws(SpoolError) {
@@ -48,7 +46,7 @@ extension Spool {
     /// enabling it again resumes where it left off; those scans are not purged meanwhile.
     public func disableSink(_ name: String) throws(SpoolError) {
         try withConnection { db throws(SQLiteError) in
-            let s = try db.prepare("UPDATE sinks SET enabled = 0 WHERE name = ?1")
+            let s = try db.prepare("UPDATE sinks SET enabled = 0 WHERE name = ?1 AND name != '\(Spool.apiSink)'")
             try s.bind(1, name)
             try s.step()
         }
@@ -57,7 +55,7 @@ extension Spool {
     /// The registered sinks' names.
     public func sinkNames() throws(SpoolError) -> [String] {
         try withConnection { db throws(SQLiteError) in
-            let s = try db.prepare("SELECT name FROM sinks ORDER BY name")
+            let s = try db.prepare("SELECT name FROM sinks WHERE name != '\(Spool.apiSink)' ORDER BY name")
             var names: [String] = []
             while try s.step() { names.append(s.string(0) ?? "") }
             return names
@@ -69,7 +67,8 @@ extension Spool {
         try withBookkeeping { db throws(SQLiteError) in
             let s = try db.prepare(
                 """
-                SELECT \(Spool.qualifiedColumns), q.seq FROM sink_queue AS q JOIN scans ON scans.seq = q.seq
+                SELECT \(Spool.columns), q.seq FROM sink_queue AS q JOIN scans AS s ON s.seq = q.seq
+                    LEFT JOIN sink_queue AS a ON a.seq = s.seq AND a.sink = '\(Spool.apiSink)'
                 WHERE q.sink = ?1 AND q.state = 'pending' AND q.seq > ?2 ORDER BY q.seq LIMIT ?3
                 """)
             try s.bind(1, sink)
@@ -124,7 +123,7 @@ extension Spool {
                     (SELECT coalesce(sum(n), 0) FROM sink_counts AS c WHERE c.sink = k.name AND c.state = 'delivered'),
                     (SELECT MIN(scans.created_at) FROM sink_queue AS q JOIN scans ON scans.seq = q.seq
                         WHERE q.sink = k.name AND q.state = 'pending')
-                FROM sinks AS k ORDER BY k.name
+                FROM sinks AS k WHERE k.name != '\(Spool.apiSink)' ORDER BY k.name
                 """)
             var result: [SinkStats] = []
             while try s.step() {
@@ -146,7 +145,7 @@ extension Spool {
             let s = try db.prepare(
                 """
                 SELECT scans.id, q.sink, q.state FROM sink_queue AS q JOIN scans ON scans.seq = q.seq
-                WHERE scans.id IN (SELECT value FROM json_each(?1))
+                WHERE scans.id IN (SELECT value FROM json_each(?1)) AND q.sink != '\(Spool.apiSink)'
                 """)
             try s.bind(1, JSONValue.array(ids.map { .string($0) }).encoded())
             var states: [String: [String: String]] = [:]

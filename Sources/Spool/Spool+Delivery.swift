@@ -11,16 +11,28 @@ extension Spool {
     /// is due now, or it would wait for as long as the step.
     public static let longestWait: Double = 2 * 3600
 
-    /// The SQL condition "due at ?1", where ?3 is ?1 + `longestWait` (see there).
+    /// The SQL condition "due at ?1", where ?3 is ?1 + `longestWait` (see there); `a` is the API's queue row.
     static let dueCondition =
-        "(s.next_attempt_at IS NULL OR s.next_attempt_at <= ?1 OR s.next_attempt_at > ?3)"
+        "(a.next_attempt_at IS NULL OR a.next_attempt_at <= ?1 OR a.next_attempt_at > ?3)"
 
-    /// The SQL condition "`s` heads its identifier": no pending scan of the same identifier was captured before
-    /// it (docs/contracts.md, "Delivery order"). Only a head may be sent, so a later scan of an identifier never
-    /// overtakes an earlier one. `s` is the scans row being tested.
+    /// The SQL condition "`a` heads its identifier": no scan of the same identifier captured before it is
+    /// pending for the API (docs/contracts.md, "Delivery order"). Only a head may be sent, so a later scan of an
+    /// identifier never overtakes an earlier one. `a` is the API's queue row being tested.
     static let headOfIdentifier = """
-        NOT EXISTS (SELECT 1 FROM scans AS e WHERE e.state = 'pending'
-                    AND e.identifier = s.identifier AND e.seq < s.seq)
+        NOT EXISTS (SELECT 1 FROM sink_queue AS e WHERE e.sink = '\(apiSink)' AND e.state = 'pending'
+                    AND e.identifier = a.identifier AND e.seq < a.seq)
+        """
+
+    /// The API's pending queue rows joined to their scans (`a` and `s`, as `columns` names them).
+    static let apiPending = """
+        sink_queue AS a JOIN scans AS s ON s.seq = a.seq
+        WHERE a.sink = '\(apiSink)' AND a.state = 'pending' AND s.input IS NOT NULL
+        """
+
+    /// Moves a scan's API lease: its next attempt at ?2 (nil: due now). ?1 is the scan's id.
+    static let setNextAttempt = """
+        UPDATE sink_queue SET next_attempt_at = ?2
+        WHERE sink = '\(apiSink)' AND seq = (SELECT seq FROM scans WHERE id = ?1)
         """
 
     /// Claims up to `limit` scans that may be sent now, each to go in a request of its own (`claimBatches` with a
@@ -76,7 +88,7 @@ extension Spool {
                     claimed.append(DeliveryBatch(key: key, records: members))
                 }
                 let leaseUntil = Timestamp.format(now.addingTimeInterval(lease))
-                let update = try db.prepare("UPDATE scans SET next_attempt_at = ?2 WHERE id = ?1")
+                let update = try db.prepare(Spool.setNextAttempt)
                 for record in claimed.flatMap(\.records) {
                     try update.bind(1, record.id)
                     try update.bind(2, leaseUntil)
@@ -92,19 +104,26 @@ extension Spool {
     /// identifiers) rather than by testing every pending scan.
     static let identifierHeads = """
         WITH RECURSIVE ids(identifier) AS (
-            SELECT (SELECT identifier FROM scans INDEXED BY scans_pending_identifier
-                    WHERE state = 'pending' ORDER BY identifier LIMIT 1)
+            SELECT (SELECT identifier FROM sink_queue INDEXED BY sink_queue_pending_identifier
+                    WHERE sink = '\(apiSink)' AND state = 'pending' ORDER BY identifier LIMIT 1)
             UNION ALL
-            SELECT (SELECT identifier FROM scans INDEXED BY scans_pending_identifier
-                    WHERE state = 'pending' AND identifier > ids.identifier ORDER BY identifier LIMIT 1)
+            SELECT (SELECT identifier FROM sink_queue INDEXED BY sink_queue_pending_identifier
+                    WHERE sink = '\(apiSink)' AND state = 'pending' AND identifier > ids.identifier
+                    ORDER BY identifier LIMIT 1)
             FROM ids WHERE ids.identifier IS NOT NULL
         ),
         heads AS (
-            SELECT scans.* FROM ids, scans
-            WHERE scans.seq = (SELECT seq FROM scans INDEXED BY scans_pending_identifier
-                               WHERE state = 'pending' AND identifier = ids.identifier ORDER BY seq LIMIT 1)
-              AND scans.input IS NOT NULL
+            SELECT (SELECT seq FROM sink_queue INDEXED BY sink_queue_pending_identifier
+                    WHERE sink = '\(apiSink)' AND state = 'pending' AND identifier = ids.identifier
+                    ORDER BY seq LIMIT 1) AS seq
+            FROM ids WHERE ids.identifier IS NOT NULL
         )
+        """
+
+    /// The heads of `identifierHeads` as the API's queue rows and their scans (`a` and `s`).
+    static let headRows = """
+        heads JOIN sink_queue AS a ON a.sink = '\(apiSink)' AND a.seq = heads.seq
+        JOIN scans AS s ON s.seq = heads.seq AND s.input IS NOT NULL
         """
 
     /// The pending scans that head their identifier and are due at `now`, oldest first, at most `limit`,
@@ -123,8 +142,7 @@ extension Spool {
         let window = try db.prepare(
             """
             SELECT \(Spool.columns), (\(Spool.dueCondition) AND \(Spool.headOfIdentifier))
-            FROM (SELECT * FROM scans WHERE state = 'pending' AND input IS NOT NULL ORDER BY seq LIMIT ?2) AS s
-            ORDER BY s.seq
+            FROM \(Spool.apiPending) ORDER BY a.seq LIMIT ?2
             """)
         try window.bind(1, Timestamp.format(now))
         try window.bind(2, windowSize)
@@ -146,7 +164,7 @@ extension Spool {
         let seek = try db.prepare(
             """
             \(Spool.identifierHeads)
-            SELECT \(Spool.columns("s")) FROM heads AS s WHERE \(Spool.dueCondition) ORDER BY s.seq LIMIT ?2
+            SELECT \(Spool.columns) FROM \(Spool.headRows) WHERE \(Spool.dueCondition) ORDER BY a.seq LIMIT ?2
             """)
         try seek.bind(1, Timestamp.format(now))
         try seek.bind(2, wanted)
@@ -182,8 +200,8 @@ extension Spool {
             for id in ids {
                 let member = try db.prepare(
                     """
-                    SELECT \(Spool.columns) FROM scans AS s
-                    WHERE s.id = ?2 AND s.state = 'pending' AND s.input IS NOT NULL
+                    SELECT \(Spool.columns) FROM \(Spool.apiPending)
+                      AND s.id = ?2
                       AND \(Spool.dueCondition)
                       AND \(Spool.headOfIdentifier)
                     """)
@@ -229,8 +247,8 @@ extension Spool {
             try db.transaction { () throws(SQLiteError) in
                 let select = try db.prepare(
                     """
-                    SELECT \(Spool.columns) FROM scans AS s
-                    WHERE s.id = ?2 AND s.state = 'pending' AND s.input IS NOT NULL
+                    SELECT \(Spool.columns) FROM \(Spool.apiPending)
+                      AND s.id = ?2
                       AND \(Spool.dueCondition)
                       AND \(Spool.headOfIdentifier)
                       AND NOT EXISTS (SELECT 1 FROM batch_members AS b WHERE b.scan_id = s.id)
@@ -241,7 +259,7 @@ extension Spool {
                 guard try select.step() else { return nil }
                 let record = Spool.record(select)
                 try select.step()
-                let update = try db.prepare("UPDATE scans SET next_attempt_at = ?2 WHERE id = ?1")
+                let update = try db.prepare(Spool.setNextAttempt)
                 try update.bind(1, id)
                 try update.bind(2, Timestamp.format(now.addingTimeInterval(lease)))
                 try update.step()
@@ -261,8 +279,8 @@ extension Spool {
             let s = try db.prepare(
                 """
                 \(Spool.identifierHeads)
-                SELECT MIN(CASE WHEN s.next_attempt_at IS NULL OR s.next_attempt_at > ?1 THEN ''
-                                ELSE s.next_attempt_at END) FROM heads AS s
+                SELECT MIN(CASE WHEN a.next_attempt_at IS NULL OR a.next_attempt_at > ?1 THEN ''
+                                ELSE a.next_attempt_at END) FROM \(Spool.headRows)
                 """)
             try s.bind(1, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
             guard try s.step(), !s.isNull(0), let text = s.string(0) else { return nil }
@@ -280,9 +298,9 @@ extension Spool {
     static func record(_ outcome: RecordedOutcome, id: String, now: Date, db: SQLiteConnection) throws(SQLiteError) {
         let s = try db.prepare(
             """
-            UPDATE scans SET state = ?2, attempts = attempts + 1, last_error = ?3, next_attempt_at = ?4,
-                             delivered_at = ?5, response = COALESCE(?6, response), last_attempt_at = ?7
-            WHERE id = ?1 AND state = 'pending'
+            UPDATE sink_queue SET state = ?2, attempts = attempts + 1, last_error = ?3, next_attempt_at = ?4,
+                                  delivered_at = ?5, response = COALESCE(?6, response), last_attempt_at = ?7
+            WHERE sink = '\(apiSink)' AND seq = (SELECT seq FROM scans WHERE id = ?1) AND state = 'pending'
             """)
         try s.bind(1, id)
         try s.bind(7, Timestamp.format(now))
@@ -294,7 +312,7 @@ extension Spool {
             try s.bind(5, Timestamp.format(now))
             try s.bind(6, response)
         case .dead(let reason, let response):
-            try s.bind(2, ScanState.dead.rawValue)
+            try s.bind(2, Spool.queueState(.dead))
             try s.bind(3, reason)
             try s.bind(4, nil)
             try s.bind(5, nil)
@@ -319,8 +337,8 @@ extension Spool {
     static func recordPaused(id: String, reason: String, now: Date, db: SQLiteConnection) throws(SQLiteError) {
         let s = try db.prepare(
             """
-            UPDATE scans SET last_error = ?2, next_attempt_at = NULL, last_attempt_at = ?3
-            WHERE id = ?1 AND state = 'pending'
+            UPDATE sink_queue SET last_error = ?2, next_attempt_at = NULL, last_attempt_at = ?3
+            WHERE sink = '\(apiSink)' AND seq = (SELECT seq FROM scans WHERE id = ?1) AND state = 'pending'
             """)
         try s.bind(1, id)
         try s.bind(2, reason)
@@ -335,8 +353,9 @@ extension Spool {
         try withBookkeeping { db throws(SQLiteError) in
             let s = try db.prepare(
                 """
-                UPDATE scans SET next_attempt_at = NULL
-                WHERE state = 'pending' AND next_attempt_at > ?1 AND id NOT IN (SELECT value FROM json_each(?2))
+                UPDATE sink_queue SET next_attempt_at = NULL
+                WHERE sink = '\(Spool.apiSink)' AND state = 'pending' AND next_attempt_at > ?1
+                  AND seq NOT IN (SELECT seq FROM scans WHERE id IN (SELECT value FROM json_each(?2)))
                 """)
             try s.bind(1, Timestamp.format(now))
             try s.bind(2, JSONValue.array(except.map { .string($0) }).encoded())
@@ -371,7 +390,11 @@ extension Spool {
     }
 
     static func release(id: String, db: SQLiteConnection) throws(SQLiteError) {
-        let s = try db.prepare("UPDATE scans SET next_attempt_at = NULL WHERE id = ?1 AND state = 'pending'")
+        let s = try db.prepare(
+            """
+            UPDATE sink_queue SET next_attempt_at = NULL
+            WHERE sink = '\(apiSink)' AND seq = (SELECT seq FROM scans WHERE id = ?1) AND state = 'pending'
+            """)
         try s.bind(1, id)
         try s.step()
     }

@@ -7,12 +7,17 @@ import BridgeCore
 extension Spool {
     /// Scans committed after `seq`, in capture order, at most `limit`.
     public func scans(after seq: Int, limit: Int) throws(SpoolError) -> [SinkItem] {
-        try items("SELECT \(Spool.columns), seq FROM scans WHERE seq > ?1 ORDER BY seq LIMIT ?2", seq, limit)
+        try items(
+            "SELECT \(Spool.columns), s.seq FROM \(Spool.recordSource) WHERE s.seq > ?1 ORDER BY s.seq LIMIT ?2", seq,
+            limit)
     }
 
     /// The newest `count` scans, in capture order.
     public func newestScans(_ count: Int) throws(SpoolError) -> [SinkItem] {
-        try items("SELECT \(Spool.columns), seq FROM scans ORDER BY seq DESC LIMIT ?2", 0, count).reversed()
+        try items(
+            "SELECT \(Spool.columns), s.seq FROM \(Spool.recordSource) WHERE ?1 = 0 ORDER BY s.seq DESC LIMIT ?2", 0,
+            count
+        ).reversed()
     }
 
     /// The highest sequence number ever given (0 before the first scan). Purged rows keep theirs taken: numbers are

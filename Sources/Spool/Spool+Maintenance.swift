@@ -6,12 +6,15 @@ import Platform
 /// delivered scans pruned in bounded batches. The store itself is `Spool.swift`, the API's delivery ledger
 /// `Spool+Delivery.swift`, the other sinks' queue `SinkQueue.swift`, the local interface's reads `Spool+Feed.swift`.
 extension Spool {
-    /// Revives one dead scan (back to pending, attempts reset). Returns false when no dead scan has that id.
+    /// Revives one dead scan (back to pending for the API, attempts reset). Returns false when no dead scan has that id.
     public func retry(id: String) throws(SpoolError) -> Bool {
         try withConnection { db throws(SQLiteError) in
             let s = try db.prepare(
-                "UPDATE scans SET state = 'pending', attempts = 0, next_attempt_at = NULL WHERE id = ?1 AND state IN ('dead', 'pending')"
-            )
+                """
+                UPDATE sink_queue SET state = 'pending', attempts = 0, next_attempt_at = NULL
+                WHERE sink = '\(Spool.apiSink)' AND seq = (SELECT seq FROM scans WHERE id = ?1)
+                  AND state IN ('refused', 'pending')
+                """)
             try s.bind(1, id)
             try s.step()
             return db.changes > 0
@@ -22,7 +25,10 @@ extension Spool {
     public func retryDead() throws(SpoolError) -> Int {
         try withConnection { db throws(SQLiteError) in
             let s = try db.prepare(
-                "UPDATE scans SET state = 'pending', attempts = 0, next_attempt_at = NULL WHERE state = 'dead'")
+                """
+                UPDATE sink_queue SET state = 'pending', attempts = 0, next_attempt_at = NULL
+                WHERE sink = '\(Spool.apiSink)' AND state = 'refused'
+                """)
             try s.step()
             return db.changes
         }
@@ -53,8 +59,8 @@ extension Spool {
                 try db.transaction { () throws(SQLiteError) -> (end: Int, deleted: Int)? in
                     let end = try db.prepare(
                         """
-                        SELECT max(seq) FROM (SELECT seq FROM scans WHERE state = 'delivered' AND seq > ?1
-                            ORDER BY seq LIMIT ?2)
+                        SELECT max(seq) FROM (SELECT seq FROM sink_queue WHERE sink = '\(Spool.apiSink)'
+                            AND state = 'delivered' AND seq > ?1 ORDER BY seq LIMIT ?2)
                         """)
                     try end.bind(1, after)
                     try end.bind(2, batch)
@@ -64,8 +70,10 @@ extension Spool {
                     // A scan another sink has not published yet stays (migration 3).
                     let s = try db.prepare(
                         """
-                        DELETE FROM scans WHERE state = 'delivered' AND seq > ?1 AND seq <= ?2 AND delivered_at < ?3
-                            AND NOT EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = scans.seq AND q.state = 'pending')
+                        DELETE FROM scans WHERE seq IN (
+                            SELECT a.seq FROM sink_queue AS a WHERE a.sink = '\(Spool.apiSink)' AND a.state = 'delivered'
+                                AND a.seq > ?1 AND a.seq <= ?2 AND a.delivered_at < ?3
+                                AND NOT EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = a.seq AND q.state = 'pending'))
                         """)
                     try s.bind(1, after)
                     try s.bind(2, last)

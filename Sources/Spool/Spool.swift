@@ -287,15 +287,32 @@ public final class Spool: Sendable {
 
     // MARK: - Reading
 
-    static let columns =
-        "id, created_at, state, source_kind, device, uid, raw, input, identifier, attempts, last_error, next_attempt_at, delivered_at, response, symbology, genuine"
-    /// `columns`, each qualified with `table` (a query that joins another table with the same names).
-    static func columns(_ table: String) -> String {
-        columns.split(separator: ",").map { "\(table).\($0.trimmingCharacters(in: .whitespaces))" }.joined(
-            separator: ", ")
-    }
+    /// The sink name of the API in `sinks` and `sink_queue` (schema 8): its delivery state is a queue row, as
+    /// every sink's is. Registered by the migration and never disabled: scans wait for the API while none is set.
+    public static let apiSink = "api"
+
+    /// Where a scan's record is read from: the scan (`s`) and its API queue row (`a`, absent for an unrecognized
+    /// read). Queries that start from the API's queue name the same aliases.
+    static let recordSource = "scans AS s LEFT JOIN sink_queue AS a ON a.seq = s.seq AND a.sink = '\(apiSink)'"
+
+    /// The record's columns over `s` and `a` (see `recordSource`), in the order `record` reads them. The API's
+    /// state and bookkeeping come from its queue row (`refused` there is `dead` in the record); a scan without
+    /// one (unrecognized) keeps its own. An answer the API gave before schema 8 stays in `scans.response`.
+    static let columns = """
+        s.id, s.created_at,
+        CASE WHEN a.seq IS NULL THEN s.state WHEN a.state = 'refused' THEN 'dead' ELSE a.state END,
+        s.source_kind, s.device, s.uid, s.raw, s.input, s.identifier,
+        CASE WHEN a.seq IS NULL THEN s.attempts ELSE a.attempts END,
+        CASE WHEN a.seq IS NULL THEN s.last_error ELSE a.last_error END,
+        CASE WHEN a.seq IS NULL THEN s.next_attempt_at ELSE a.next_attempt_at END,
+        CASE WHEN a.seq IS NULL THEN s.delivered_at ELSE a.delivered_at END,
+        coalesce(a.response, s.response), s.symbology, s.genuine
+        """
     /// The index of the first column a query selects after `columns`.
-    static let columnCount = Int32(columns.split(separator: ",").count)
+    static let columnCount: Int32 = 16
+
+    /// The value a state filter binds: the API's `dead` is its queue row's `refused`; the others are the same.
+    static func queueState(_ state: ScanState) -> String { state == .dead ? "refused" : state.rawValue }
 
     static func record(_ s: Statement) -> ScanRecord {
         func date(_ column: Int32) -> Date? { s.string(column).flatMap(Timestamp.parse) }
@@ -339,16 +356,29 @@ public final class Spool: Sendable {
         let fromEnd = newest > 0 || newestFirst
         let records = try query(
             """
-            SELECT \(Spool.columns) FROM scans WHERE (?1 IS NULL OR state = ?1) AND (?3 IS NULL OR created_at >= ?3)
-                ORDER BY seq \(fromEnd ? "DESC" : "ASC") LIMIT ?2
+            SELECT \(Spool.columns) FROM \(Spool.source(state: state)) AND (?3 IS NULL OR s.created_at >= ?3)
+                ORDER BY s.seq \(fromEnd ? "DESC" : "ASC") LIMIT ?2
             """
         ) { s throws(SQLiteError) in
-            try s.bind(1, state?.rawValue)
+            if let state { try s.bind(1, Spool.queueState(state)) }
             let count = newest > 0 ? newest : limit
             try s.bind(2, count > 0 ? count : -1)
             try s.bind(3, since.map(Timestamp.format))
         }
         return fromEnd && !newestFirst ? records.reversed() : records
+    }
+
+    /// `FROM` and the start of `WHERE` for the scans of one state (an API state is bound as ?1), each walked in
+    /// capture order through an index: an API state through the queue's index by sink and state, unrecognized
+    /// reads through their own.
+    static func source(state: ScanState?) -> String {
+        switch state {
+        case nil: return "\(recordSource) WHERE 1"
+        // Written out, not bound: only a literal lets SQLite use the partial index.
+        case .unrecognized: return "\(recordSource) WHERE s.state = 'unrecognized'"
+        default:
+            return "sink_queue AS a JOIN scans AS s ON s.seq = a.seq WHERE a.sink = '\(apiSink)' AND a.state = ?1"
+        }
     }
 
     /// Calls `body` for every scan in capture order without holding them all in memory (`spool export`).
@@ -358,10 +388,12 @@ public final class Spool: Sendable {
             // Pages of 500 rows, so a long export neither holds the lock nor the whole spool.
             let page: [(Int, ScanRecord)] = try withConnection { db throws(SQLiteError) in
                 let statement = try db.prepare(
-                    "SELECT \(Spool.columns), seq FROM scans WHERE seq > ?1 AND (?2 IS NULL OR state = ?2) ORDER BY seq LIMIT 500"
+                    "SELECT \(Spool.columns), s.seq FROM \(Spool.source(state: state)) AND s.seq > ?2 ORDER BY s.seq LIMIT 500"
                 )
-                try statement.bind(1, after)
-                try statement.bind(2, state?.rawValue)
+                if let state {
+                    try statement.bind(1, Spool.queueState(state))
+                }
+                try statement.bind(2, after)
                 var rows: [(Int, ScanRecord)] = []
                 while try statement.step() {
                     rows.append((statement.int(Spool.columnCount), Spool.record(statement)))
@@ -375,26 +407,47 @@ public final class Spool: Sendable {
     }
 
     public func record(id: String) throws(SpoolError) -> ScanRecord? {
-        try query("SELECT \(Spool.columns) FROM scans WHERE id = ?1") { s throws(SQLiteError) in try s.bind(1, id) }
-            .first
+        try query("SELECT \(Spool.columns) FROM \(Spool.recordSource) WHERE s.id = ?1") { s throws(SQLiteError) in
+            try s.bind(1, id)
+        }
+        .first
     }
 
     public func stats(now: Date = Date()) throws(SpoolError) -> SpoolStats {
         try withConnection { db throws(SQLiteError) in
-            var counts: [ScanState: Int] = [:]
-            // Migration 4: the pending row holds the pending count less every scan ever inserted.
-            let grouped = try db.prepare(
+            // Every figure is a handful of rows kept by triggers (schemas 4 and 8), flat in the spool's size. The
+            // scans alive are every scan ever inserted (`sqlite_sequence`) plus the sum of `scan_counts`, whose
+            // pending row holds minus the inserted ones; unrecognized reads are counted there, the API's
+            // delivered and refused scans in `sink_counts`, and every other scan is pending for the API.
+            let counted = try db.prepare(
                 """
-                SELECT state, n + CASE state WHEN 'pending'
-                    THEN coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'scans'), 0) ELSE 0 END
-                FROM scan_counts
+                SELECT
+                    (SELECT coalesce(sum(n), 0) FROM scan_counts)
+                        + coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'scans'), 0),
+                    (SELECT coalesce(sum(n), 0) FROM scan_counts WHERE state = 'unrecognized'),
+                    (SELECT coalesce(sum(n), 0) FROM sink_counts WHERE sink = ?1 AND state = 'delivered'),
+                    (SELECT coalesce(sum(n), 0) FROM sink_counts WHERE sink = ?1 AND state = 'refused')
                 """)
-            while try grouped.step() {
-                if let state = grouped.string(0).flatMap(ScanState.init), grouped.int(1) != 0 {
-                    counts[state] = grouped.int(1)
+            try counted.bind(1, Spool.apiSink)
+            var counts: [ScanState: Int] = [:]
+            if try counted.step() {
+                let (alive, unrecognized, delivered, dead) =
+                    (counted.int(0), counted.int(1), counted.int(2), counted.int(3))
+                let pending = alive - unrecognized - delivered - dead
+                for (state, n) in [
+                    (ScanState.pending, pending), (.delivered, delivered), (.dead, dead), (.unrecognized, unrecognized),
+                ] where n != 0 {
+                    counts[state] = n
                 }
+                try counted.step()
             }
-            let oldest = try db.prepare("SELECT MIN(created_at) FROM scans WHERE state = 'pending'")
+            // The oldest pending scan in capture order: its first entry in the queue's index by state.
+            let oldest = try db.prepare(
+                """
+                SELECT s.created_at FROM scans AS s WHERE s.seq =
+                    (SELECT min(seq) FROM sink_queue WHERE sink = ?1 AND state = 'pending')
+                """)
+            try oldest.bind(1, Spool.apiSink)
             var oldestAge: Double?
             if try oldest.step(), let text = oldest.string(0), let date = Timestamp.parse(text) {
                 oldestAge = max(0, now.timeIntervalSince(date))
@@ -402,9 +455,10 @@ public final class Spool: Sendable {
             }
             let last = try db.prepare(
                 """
-                SELECT last_error FROM scans WHERE state IN ('pending', 'dead') AND last_attempt_at IS NOT NULL
-                    AND last_error IS NOT NULL ORDER BY last_attempt_at DESC LIMIT 1
+                SELECT last_error FROM sink_queue WHERE sink = ?1 AND state IN ('pending', 'refused')
+                    AND last_attempt_at IS NOT NULL AND last_error IS NOT NULL ORDER BY last_attempt_at DESC LIMIT 1
                 """)
+            try last.bind(1, Spool.apiSink)
             var lastError: String?
             if try last.step() {
                 lastError = last.string(0)

@@ -14,11 +14,17 @@ struct SpoolScaleTests {
     /// A scan read at a fixed time (the helper of `SpoolTests`).
     func scan(_ url: String, at seconds: Double = 0) -> NewScan { SpoolTests().scan(url, at: seconds) }
 
-    /// The counts SQLite finds by counting every row, the authority the trigger-kept counts must equal.
+    /// The counts SQLite finds by counting every row, the authority the trigger-kept counts must equal: a scan's
+    /// state is its API queue row's (`refused` is dead), an unrecognized read has none (schema 8).
     func counted(_ spool: Spool) throws -> [ScanState: Int] {
         var counts: [ScanState: Int] = [:]
         try spool.withTestConnection { db throws(SQLiteError) in
-            let s = try db.prepare("SELECT state, COUNT(*) FROM scans GROUP BY state")
+            let s = try db.prepare(
+                """
+                SELECT CASE WHEN a.seq IS NULL THEN s.state WHEN a.state = 'refused' THEN 'dead' ELSE a.state END,
+                    COUNT(*)
+                FROM scans AS s LEFT JOIN sink_queue AS a ON a.seq = s.seq AND a.sink = 'api' GROUP BY 1
+                """)
             while try s.step() {
                 if let state = s.string(0).flatMap(ScanState.init) { counts[state] = s.int(1) }
             }
@@ -93,6 +99,10 @@ struct SpoolScaleTests {
         let spool = try Spool(path: path)
         #expect(spool.migration?.from == 3 && spool.migration?.to == Schema.currentVersion)
         #expect(try spool.stats().counts == [.pending: 125, .delivered: 125, .dead: 125, .unrecognized: 125])
+        // Each scan keeps the state it was written with (schema 8 moved the API's into the queue).
+        let written: [ScanState] = [.pending, .delivered, .dead, .unrecognized]
+        #expect(try spool.list().allSatisfy { $0.state == written[Int($0.id.dropFirst(3))! % 4] })
+        #expect(try spool.stats().counts == (try counted(spool)))
         let sink = try #require(try spool.sinkStats().first)
         #expect(sink.pending == 400 && sink.delivered == 100)
     }
@@ -109,10 +119,10 @@ struct SpoolScaleTests {
                 """
                 BEGIN;
                 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
-                INSERT INTO scans (id, created_at, state, source_kind, device, raw, input, identifier, delivered_at)
-                SELECT 'old-' || i, '2025-01-01T00:00:00.000Z', 'delivered', 'hid', 'bench',
-                    'https://s.plings.io/?t=q&i=Old' || i || '&p=1', '{"type":"q"}', 'Old' || i,
-                    '2025-01-01T00:00:01.000Z' FROM n;
+                INSERT INTO scans (id, created_at, state, source_kind, device, raw, input, identifier)
+                SELECT 'old-' || i, '2025-01-01T00:00:00.000Z', 'pending', 'hid', 'bench',
+                    'https://s.plings.io/?t=q&i=Old' || i || '&p=1', '{"type":"q"}', 'Old' || i FROM n;
+                UPDATE sink_queue SET state = 'delivered', delivered_at = '2025-01-01T00:00:01.000Z' WHERE sink = 'api';
                 COMMIT;
                 """)
         }
