@@ -79,6 +79,32 @@ enum SpoolScaleBenchmark {
     static func fill(_ path: String, count: Int) -> Bool {
         guard (try? Spool(path: path)) != nil else { return false }
         guard count > 0 else { return true }
+        // Committed pending, as the pipeline commits them (the trigger queues each for the API), then delivered.
+        return fill(
+            path, count: count, state: "pending",
+            then: """
+                UPDATE sink_queue SET state = 'delivered', attempts = 1,
+                    delivered_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', (\(count) - seq) * 30))
+                WHERE sink = '\(Spool.apiSink)';
+                """)
+    }
+
+    /// A spool of schema `version` (an older release's; the API's state in `scans` before schema 8) holding
+    /// `count` delivered scans, built with the schema's own migrations: what a migration benchmark starts from.
+    static func fillOlder(_ path: String, version: Int, count: Int) -> Bool {
+        var db: OpaquePointer?
+        guard sqlite3_open(path, &db) == SQLITE_OK, let db else { return false }
+        let created =
+            sqlite3_exec(
+                db,
+                "PRAGMA journal_mode = WAL; BEGIN;" + Schema.migrations[0..<version].joined()
+                    + "PRAGMA user_version = \(version); COMMIT;", nil, nil, nil) == SQLITE_OK
+        sqlite3_close(db)
+        return created && fill(path, count: count, state: "delivered", then: "")
+    }
+
+    /// Inserts `count` scans of one state in one transaction with `synchronous=OFF`, runs `then` in it, and syncs.
+    private static func fill(_ path: String, count: Int, state: String, then: String) -> Bool {
         var db: OpaquePointer?
         guard sqlite3_open(path, &db) == SQLITE_OK, let db else { return false }
         defer { sqlite3_close(db) }
@@ -89,11 +115,14 @@ enum SpoolScaleBenchmark {
             INSERT INTO scans (id, created_at, state, source_kind, device, raw, input, identifier, attempts,
                                delivered_at)
             SELECT printf('00000000-0000-4000-8000-%012d', i),
-                strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', (\(count) - i) * 30 + 60)), 'delivered',
+                strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', (\(count) - i) * 30 + 60)), '\(state)',
                 'hid', 'bench', 'https://s.plings.io/?t=q&i=S' || (i % 5000) || '&p=4.2.3',
-                '{"type":"q","identifier":"S' || (i % 5000) || '","path":"4.2.3"}', 'S' || (i % 5000), 1,
-                strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', (\(count) - i) * 30))
+                '{"type":"q","identifier":"S' || (i % 5000) || '","path":"4.2.3"}', 'S' || (i % 5000),
+                CASE '\(state)' WHEN 'delivered' THEN 1 ELSE 0 END,
+                CASE '\(state)' WHEN 'delivered' THEN
+                    strftime('%Y-%m-%dT%H:%M:%fZ', 'now', printf('-%d seconds', (\(count) - i) * 30)) END
             FROM n;
+            \(then)
             COMMIT;
             PRAGMA wal_checkpoint(TRUNCATE);
             """
@@ -180,7 +209,7 @@ enum SpoolScaleBenchmark {
         return median(times)
     }
 
-    /// Leaves `scans` more delivered scans in the spool's write-ahead log and no checkpoint, as a power cut right
+    /// Leaves `scans` more pending scans in the spool's write-ahead log and no checkpoint, as a power cut right
     /// after a busy minute does: a child process commits them with automatic checkpoints off, then kills itself.
     static func leaveHotWAL(_ path: String, scans: Int) -> Bool {
         let script = """
@@ -190,8 +219,8 @@ enum SpoolScaleBenchmark {
             con.execute("BEGIN")
             for i in range(int(sys.argv[2])):
                 con.execute("INSERT INTO scans (id, created_at, state, source_kind, device, raw, identifier, attempts) "
-                            "VALUES (printf('hot-%d', ?), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 'delivered', 'hid', "
-                            "'bench', 'https://s.plings.io/?t=q&i=Hot&p=1', 'Hot', 1)", (i,))
+                            "VALUES (printf('hot-%d', ?), strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 'pending', 'hid', "
+                            "'bench', 'https://s.plings.io/?t=q&i=Hot&p=1', 'Hot', 0)", (i,))
             con.execute("COMMIT")
             os.kill(os.getpid(), 9)
             """

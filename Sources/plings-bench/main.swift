@@ -76,10 +76,9 @@ default:
           idle [--seconds 30] [--baseline-bridge PATH]
                                           wake-ups of an idle `run` in each waiting state; a scan spooled by
                                           another process -> sent (PATH: an older build, measured as the baseline)
-          delivery-model [--count 1000000] [--commits 1000] [--dir DIR]
-                                          what moving the API's delivery state into sink_queue would cost: commits/s
-                                          of today's spool and two queue shapes against raw SQLite, the migration
-                                          of COUNT scans
+          delivery-model [--count 1000000] [--dir DIR]
+                                          the first open of an older spool of COUNT scans, migrating it to one
+                                          delivery model: seconds, the WAL it leaves, the file's growth
           http [--samples N] [--clients 50] [--browser]
                                           read -> committed with 50 /events clients (one stalled) against none;
                                           commit -> SSE event; RSS; with --browser commit -> bench page row
