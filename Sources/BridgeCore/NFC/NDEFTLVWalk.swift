@@ -4,8 +4,11 @@
 enum NDEFTLVWalk {
     enum Step: Equatable {
         /// The bytes so far end inside a TLV: read on until there are at least `bytes` (the end of the TLV being
-        /// walked when its length is known, else the end of its longest header).
-        case needMore(bytes: Int)
+        /// walked when its length is known, else the end of its longest header). Bytes before `from` are not
+        /// needed: they are the value of a TLV that is not the NDEF message, which the walk steps over by its length
+        /// (NFC Forum Type 2 and Type 5 Tag specifications: a reader skips a TLV it does not use), so a reader that
+        /// can read from anywhere starts at `from` and may fill the gap with anything.
+        case needMore(bytes: Int, from: Int)
         case found(NDEFLookup)
         case malformed(TagReadError)
     }
@@ -30,15 +33,18 @@ enum NDEFTLVWalk {
                 valueStart = offset + 4
             }
             guard valueStart + length <= data.count else {
-                return cut(tag, offset, needed: valueStart + length, complete)
+                guard tag != 0x03, !complete else { return cut(tag, offset, needed: valueStart + length, complete) }
+                // Not the message: only the next TLV's header, from where this one ends, is worth reading.
+                return .needMore(bytes: valueStart + length + 1, from: valueStart + length)
             }
             if tag == 0x03 { return .found(.message(Array(data[valueStart..<(valueStart + length)]))) }
             offset = valueStart + length
         }
-        return complete ? .found(.none(reason: "no NDEF TLV in \(area)")) : .needMore(bytes: data.count + 1)
+        return complete
+            ? .found(.none(reason: "no NDEF TLV in \(area)")) : .needMore(bytes: data.count + 1, from: data.count)
     }
 
     private static func cut(_ tag: UInt8, _ offset: Int, needed: Int, _ complete: Bool) -> Step {
-        complete ? .malformed(.tlvTruncated(tag: tag, offset: offset)) : .needMore(bytes: needed)
+        complete ? .malformed(.tlvTruncated(tag: tag, offset: offset)) : .needMore(bytes: needed, from: offset)
     }
 }

@@ -7,7 +7,8 @@
 ///   refuses it is read one block per exchange for the rest of the read.
 ///
 /// The CC (`Type5CapabilityContainer`) opens block 0; the TLVs follow it in the T5T_Area, read no further than
-/// the NDEF TLV's end, which the walk over its header tells before the rest is fetched.
+/// the NDEF TLV's end, which the walk over its header tells before the rest is fetched. A TLV before it that is not
+/// the message (Lock or Memory Control, Proprietary) is stepped over by its length, its blocks not read.
 struct Type5TagReader<Transport: CardTransport> {
     var session: CardSession<Transport>
     /// The tag's block size in bytes, from block 0's answer (ISO 15693 allows 1 to 32).
@@ -56,9 +57,18 @@ struct Type5TagReader<Transport: CardTransport> {
             switch NDEFTLVWalk.walk(area, complete: complete, area: "the T5T_Area") {
             case .found(let lookup): return lookup
             case .malformed(let error): throw error
-            case .needMore(let bytes):
+            case .needMore(let bytes, let from):
+                // A TLV that is not the message (a Proprietary TLV of an ST25DV, say) is skipped by its length: its
+                // blocks are never read, and the walk, which steps over its value, never looks at the filler.
+                // The first n-block read from the start of the area, or from a skip, asks for `firstRead` bytes.
+                var readFrom = cc.length
+                let skipTo = (cc.length + from) / blockSize * blockSize
+                if skipTo > data.count {
+                    data += [UInt8](repeating: 0, count: skipTo - data.count)
+                    readFrom = skipTo
+                }
                 // One exchange, then walk again: what the TLV header says decides the next read.
-                let wanted = max(cc.length + bytes, multipleBlocks ? cc.length + Self.firstRead : 0)
+                let wanted = max(cc.length + bytes, multipleBlocks ? readFrom + Self.firstRead : 0)
                 try readNext(upTo: min(wanted, end))
             }
         }

@@ -117,6 +117,27 @@ struct FakeType5Tag: CardTransport {
         #expect(last == end)
     }
 
+    @Test func aProprietaryTLVBeforeTheMessageIsSkippedByItsLengthNotRead() throws {
+        // An ST25DV64K with a 1040-byte Proprietary TLV (`FD`, 3-byte length `FF 04 10`) before the NDEF TLV. The NFC
+        // Forum Type 5 rules: a TLV's length says where the next one starts, and a reader skips a TLV it does not
+        // use. Area offsets: the Proprietary TLV's value is 4..<1044, the NDEF TLV starts at 1044, that is byte 1052
+        // of the tag (after the 8-byte CC): block 263.
+        let proprietary: [UInt8] = [0xFD, 0xFF, 0x04, 0x10] + [UInt8](repeating: 0xA5, count: 1040)
+        var tag = FakeType5Tag.tag(cc: Self.st25dv64kCC, data: proprietary + nfcNDEFTLV(message), blocks: 2048)
+        let result = try TagReader.read(kind: .type5(name: "ISO 15693 tag"), transport: &tag, options: iso15693)
+        #expect(result.uri == nfcPlingsURL)
+        // GET UID, block 0, block 1 (the rest of the CC), 64 bytes from block 2 (the Proprietary TLV's header),
+        // then the blocks from 263 on: 5 exchanges, where reading the value through took 14.
+        #expect(tag.log.count == 5, "\(tag.log.map { NFCHex.bytes($0) })")
+        #expect(tag.log.last.map { Int($0[2]) << 8 | Int($0[3]) } == 263)
+        let readBlocks = tag.log.dropFirst().flatMap { apdu -> [Int] in
+            let first = Int(apdu[2]) << 8 | Int(apdu[3])
+            return Array(first..<(first + max(1, Int(apdu[4]) / 4)))
+        }
+        // Blocks 18-262 hold nothing but the Proprietary TLV's value.
+        #expect(!readBlocks.contains { (18...262).contains($0) })
+    }
+
     @Test func blankLockedAndOverflowingTagsAreReasonsOrErrors() throws {
         var blank = FakeType5Tag.tag(cc: [0, 0, 0, 0], data: [])
         let reason = try TagReader.read(kind: slix, transport: &blank, options: iso15693).noURLReason ?? ""
