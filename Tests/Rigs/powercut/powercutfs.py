@@ -218,6 +218,9 @@ class PowerCutFS(pyfuse3.Operations):
     def power_cut(self, reason):
         """Drops (or, harsh, keeps/drops/tears) everything pending, records why, and exits at once."""
         counts = {"dropped": 0, "kept": 0, "torn": 0, "dirsKept": 0, "dirsDropped": 0}
+        # When the power went (wall clock, as crash reports' files are stamped): a process that touches the mount
+        # from here on may fault (SIGBUS on a page of a mapped file), which a real power cut would never show.
+        at = time.time()
         if self.harsh:
             for node in sorted(self.inodes.values(), key=lambda n: n.ino):
                 if node.kind == "file" and node.pending:
@@ -247,7 +250,7 @@ class PowerCutFS(pyfuse3.Operations):
                 elif node.entries != node.durable_entries:
                     counts["dirsDropped"] += 1
         with open(os.path.join(self.backing, "cuts.log"), "a") as f:
-            f.write(json.dumps({"reason": reason, "harsh": self.harsh, **counts}) + "\n")
+            f.write(json.dumps({"reason": reason, "harsh": self.harsh, "at": at, **counts}) + "\n")
         sys.stderr.write(f"powercutfs: power cut ({reason}): {counts}\n")
         sys.stderr.flush()
         os._exit(0)

@@ -227,7 +227,9 @@ class HarshCutTests(unittest.TestCase):
             fs.mount()
             after = read(path)
             fs.stop()
-            return after, json.loads(fs.last_cut() or "{}")
+            cut = json.loads(fs.last_cut() or "{}")
+            cut.pop("at", None)  # when the power went: the one field a seed does not decide
+            return after, cut
         finally:
             shutil.rmtree(work, ignore_errors=True)
 
