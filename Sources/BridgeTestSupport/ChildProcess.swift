@@ -11,6 +11,11 @@ import Platform
 /// many descriptors open crashed now and then in `Process.run()` (twice in three full runs here). This closes
 /// every descriptor above 2 in the child with `posix_spawn_file_actions_addclosefrom_np`, and also starts the child
 /// with no signal blocked (a test runner's thread blocks some, and a mask is inherited across exec).
+///
+/// Each child leads a process group of its own, and `killGroup()` ends the whole group. When a Swift program gets a
+/// fatal signal, its runtime starts `swift-backtrace` in its group, holding its standard output and error; a test
+/// that then killed the program alone left that backtracer behind, and a read of the output waited on it
+/// (issue 46).
 public final class ChildProcess: Sendable {
     private struct State {
         var pid: pid_t = 0
@@ -55,6 +60,13 @@ public final class ChildProcess: Sendable {
         if pid > 0 { kill(pid, SIGTERM) }
     }
 
+    /// SIGKILL to the child's process group: the child and anything it started there (a crash reporter) end. Also
+    /// after the child was reaped, while others of its group live on.
+    public func killGroup() {
+        let pid = state.withLock { $0.pid }
+        if pid > 0 { kill(-pid, SIGKILL) }
+    }
+
     private static let ignoreSIGPIPEOnce: Void = { _ = signal(SIGPIPE, SIG_IGN) }()
 
     /// Starts the child and a thread that waits for its exit.
@@ -80,7 +92,10 @@ public final class ChildProcess: Sendable {
         sigemptyset(&pipe)
         sigaddset(&pipe, SIGPIPE)
         posix_spawnattr_setsigdefault(&attributes, &pipe)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        // Group 0: a new process group whose id is the child's pid (`killGroup()`).
+        posix_spawnattr_setpgroup(&attributes, 0)
+        posix_spawnattr_setflags(
+            &attributes, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP))
 
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }

@@ -26,7 +26,7 @@ public enum Products {
 
     /// The environment of a bridge under test: this process's without `PLINGS_BRIDGE_*` (a developer's own
     /// settings) and systemd's state, credential, runtime, notify and watchdog settings, with `HOME` and
-    /// `XDG_STATE_HOME` in `home`.
+    /// `XDG_STATE_HOME` in `home`, and `SWIFT_BACKTRACE` set.
     ///
     /// Unless `reachesPCSCD`, libpcsclite is pointed at a socket in `home` that does not exist
     /// (`PCSCLITE_CSOCK_NAME`): the machine's pcscd is the NFC rig's, and a bridge of another suite with its
@@ -52,6 +52,9 @@ public enum Products {
             env["PCSCLITE_CSOCK_NAME"] = home + "/no-pcscd.comm"
         }
         if !listensHTTP { env["PLINGS_BRIDGE_HTTP_LISTEN"] = "" }
+        // Swift's crash report, set explicitly: not interactive, symbols only (no line tables: written in a
+        // fraction of a second), on stderr, where the test that saw the crash shows it.
+        env["SWIFT_BACKTRACE"] = "enable=yes,interactive=no,symbolicate=fast,output-to=stderr"
         return env
     }
 
@@ -126,6 +129,7 @@ public enum ProcessRunner {
         try? child.stdin.fileHandleForWriting.close()
         if exited.wait(timeout: .now() + timeout) == .timedOut {
             process.terminate()
+            if exited.wait(timeout: .now() + 5) == .timedOut { process.killGroup() }
             _ = exited.wait(timeout: .now() + 5)
         }
         _ = drained.wait(timeout: .now() + 10)
@@ -312,14 +316,30 @@ public final class RunningProcess: Sendable {
         return process.terminationStatus
     }
 
-    /// Kills the child if it still runs.
+    /// Ends the child if it still runs (SIGTERM, after 3 s SIGKILL), then whatever is left of its process group: a
+    /// crash reporter it started when it died of a signal would otherwise hold its output open.
     public func stop() {
         if process.isRunning {
             process.terminate()
-            if waitForExit(timeout: 3) == nil { kill(process.processIdentifier, SIGKILL) }
+            if waitForExit(timeout: 3) == nil {
+                process.killGroup()
+                _ = waitForExit(timeout: 5)
+            }
         }
+        process.killGroup()
         try? input.fileHandleForWriting.close()
     }
+
+    /// Whether both of the child's output pipes reached their end (nothing holds them open any more).
+    public var outputClosed: Bool { output.withLock { $0.closed && $0.errClosed } }
+
+    /// Waits (bounded) until both output pipes reached their end; false on timeout.
+    public func waitForOutputEnd(timeout: Double) -> Bool {
+        output.wait(until: MonotonicClock.deadline(after: timeout)) { $0.closed && $0.errClosed }
+    }
+
+    /// SIGKILL to the child's whole process group (it and, say, the crash reporter its runtime started).
+    public func killGroup() { process.killGroup() }
 
     deinit { stop() }
 }

@@ -1,0 +1,68 @@
+import BridgeTestSupport
+import Foundation
+import Glibc
+import Platform
+import Testing
+
+/// A bridge that dies of a signal while a test holds its output (issue 46). Swift's runtime answers a fatal signal
+/// by starting `swift-backtrace` as a child of the crashed process, in its process group, with its standard output
+/// and error. A harness that then kills the bridge (a power cut, a fault) orphaned that backtracer, which waited on
+/// its dead parent and held the pipes open: a read to their end never finished.
+@Suite struct CrashReportTests {
+    let binary = Products.path("plings-bridge")
+
+    /// The children of `pid` (from /proc), e.g. the backtracer the runtime started.
+    func children(of pid: pid_t) -> [pid_t] {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
+        return text.split(separator: " ").compactMap { pid_t($0) }
+    }
+
+    /// The live processes whose process group is `group` (field 5 of /proc/PID/stat).
+    func members(ofGroup group: pid_t) -> [String] {
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.filter { $0.allSatisfy(\.isNumber) }.compactMap { pid -> String? in
+            guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            // A zombie holds no descriptor: only processes still able to hold the pipes count.
+            guard fields.count > 2, fields[0] != "Z", pid_t(fields[2]) == group else { return nil }
+            let name = stat[stat.index(after: stat.firstIndex(of: "(") ?? stat.startIndex)..<close]
+            return "\(pid) \(name)"
+        }
+    }
+
+    @Test func aBridgeKilledWhileItsCrashReportIsWrittenLeavesNothingHoldingItsOutput() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        var env = OpsTests().environment(dir)
+        // Full symbolication takes long enough (about a second on a debug build) to kill the bridge mid-report.
+        env["SWIFT_BACKTRACE"] = "enable=yes,interactive=no,symbolicate=full,output-to=stderr"
+        let bridge = try RunningProcess(
+            binary, ["run", "--no-nfc", "--no-hid", "--no-hidpos", "--no-serial", "--no-location"], environment: env)
+        defer { bridge.stop() }
+        let scale = Products.timeScale
+        #expect(bridge.waitForLogLine(timeout: 20 * scale) { $0.contains("ready") } != nil, "\(bridge.stderrText)")
+        let pid = bridge.process.processIdentifier
+
+        // A fatal signal: the runtime starts its crash reporter as a child.
+        kill(pid, SIGBUS)
+        var reporter: pid_t?
+        let deadline = MonotonicClock.deadline(after: 10 * scale)
+        while reporter == nil, MonotonicClock.now() < deadline {
+            reporter = children(of: pid).first
+            if reporter == nil { usleep(10_000) }
+        }
+        let started = try #require(reporter, "no crash reporter started: \(bridge.stderrText)")
+        // Then the harness's SIGKILL, to the bridge alone, as a power cut test sends it.
+        kill(pid, SIGKILL)
+        #expect(bridge.waitForExit(timeout: 5 * scale) == SIGKILL)
+
+        // Ending the bridge the way every test does also ends what its group still holds: the output ends within
+        // the bound, and nothing of the group is left.
+        bridge.stop()
+        #expect(bridge.waitForOutputEnd(timeout: 5 * scale), "the crash reporter \(started) still holds the output")
+        #expect(members(ofGroup: pid).isEmpty, "left behind: \(members(ofGroup: pid))")
+        #expect(bridge.stderrText.contains("*** Signal 7: Backtracing"), "\(bridge.stderrText)")
+    }
+}
