@@ -69,7 +69,7 @@ public enum NFCReaders {
                 defer { card.disconnect() }
                 let raw = try card.transmit([0xFF, 0xCA, 0x00, 0x00, 0x00])
                 if let response = APDUResponse(raw: raw), response.isSuccess, !response.data.isEmpty {
-                    info.uid = response.data
+                    info.uid = TagKind.from(atr: status.atr).uidAsWritten(response.data)
                 } else {
                     info.note = "no UID: the reader answered " + NFCHex.bytes(raw, separator: "")
                 }

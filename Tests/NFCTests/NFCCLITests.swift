@@ -163,9 +163,19 @@ extension NFCRigTests {
             #expect(slix["ok"] == .bool(true), "\(slix)")
             #expect(slix["tagKind"] == .string("type5") && slix["tagName"] == .string("ICODESLI (Type 5)"))
             #expect(slix["url"] == .string(NDEF.plingsURL))
+            // The UID as ISO/IEC 15693-3 and the tag's label write it (E0 first); the reader hands it over reversed.
             #expect(slix["uid"] == .string("e004015012345678"))
             // GET UID, block 0 (the CC E1 40 0E 01 says MBREAD), blocks 1-16 in one READ BINARY.
             #expect(try rig.apdus(0) == ["FFCA000000", "FFB0000000", "FFB0000140"])
+            // `readers` writes it the same way.
+            let readers = try ProcessRunner.run(
+                binary, ["readers", "--json", "--config", config], environment: environment(dir), timeout: 30)
+            guard case .array(let listed) = try JSONParser.parse(readers.stdout.trimmingASCIIWhitespace()) else {
+                Issue.record("readers --json is not an array: \(readers.stdout) \(readers.stderr)")
+                return
+            }
+            let first = listed.first { $0["name"]?.stringValue?.hasSuffix("00 00") == true }
+            #expect(first?["uid"] == .string("e004015012345678"), "\(listed)")
             try rig.send("remove 0")
 
             try rig.send("tap 0 st25dv64k E002230012345678 - url=\(NDEF.plingsURL) fault=no_multi")

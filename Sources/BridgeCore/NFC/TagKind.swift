@@ -73,6 +73,15 @@ public enum TagKind: Sendable, Equatable, Hashable, CustomStringConvertible {
         }
     }
 
+    /// The UID as the tag's standard writes it, from the bytes GET UID (`FF CA 00 00`) hands over. A PC/SC reader
+    /// passes an ISO 15693 UID on in the order the tag sends it, least significant byte first; ISO/IEC 15693-3 (and
+    /// NXP's and ST's tools, and the tags' labels) write it most significant byte first, starting with `E0`, the
+    /// allocation class. ISO 14443 UIDs (Type 2, Type 4, MIFARE Classic) come in the order they are written.
+    public func uidAsWritten(_ handedOver: [UInt8]) -> [UInt8] {
+        if case .type5 = self { return handedOver.reversed() }
+        return handedOver
+    }
+
     /// A short human description, e.g. `NTAG/Ultralight (Type 2)` or `ISO-DEP (Type 4)`.
     public var description: String {
         switch self {

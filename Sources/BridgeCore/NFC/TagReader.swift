@@ -59,7 +59,7 @@ public enum TagReader {
             return false
         }()
         let uidFromPages = isType2 && options.fastRead != nil && options.readUID
-        var uid = options.readUID && !uidFromPages ? try session.readUID() : nil
+        var uid = options.readUID && !uidFromPages ? try session.readUID().map(kind.uidAsWritten) : nil
         let lookup: NDEFLookup
         var fastReadUse = FastReadUse.notTried
         var signature: [UInt8]?

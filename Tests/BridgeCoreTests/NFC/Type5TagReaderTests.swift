@@ -26,7 +26,9 @@ struct FakeType5Tag: CardTransport {
     mutating func transmit(_ apdu: [UInt8]) throws(CardTransportError) -> [UInt8] {
         log.append(apdu)
         if apdu == [0xFF, 0xCA, 0x00, 0x00, 0x00] {
-            return [0xE0, 0x04, 0x01, 0x50, 0x12, 0x34, 0x56, 0x78, 0x90, 0x00]
+            // The UID E0 04 01 50 12 34 56 78 as a reader hands it over: in the order the tag sends it, least
+            // significant byte first (ISO/IEC 15693-3).
+            return [0x78, 0x56, 0x34, 0x12, 0x50, 0x01, 0x04, 0xE0, 0x90, 0x00]
         }
         guard apdu.count == 5, apdu[0] == 0xFF, apdu[1] == 0xB0 else { return [0x6A, 0x81] }
         let block = Int(apdu[2]) << 8 | Int(apdu[3])
@@ -76,6 +78,7 @@ struct FakeType5Tag: CardTransport {
         var tag = FakeType5Tag.tag(cc: Self.slixCC, data: nfcNDEFTLV(message))
         let result = try TagReader.read(kind: slix, transport: &tag, options: iso15693)
         #expect(result.uri == nfcPlingsURL && result.noURLReason == nil)
+        // Written most significant byte first, as ISO/IEC 15693-3 and the tag's label write it: E0 first.
         #expect(result.uid == [0xE0, 0x04, 0x01, 0x50, 0x12, 0x34, 0x56, 0x78])
         // The 59-byte TLV lies in blocks 1-15; the first read after the CC asks for 64 bytes (16 blocks).
         #expect(

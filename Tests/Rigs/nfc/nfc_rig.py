@@ -467,6 +467,12 @@ class Type5Card(Card):
             raise RigError("message too long for a %s" % kind)
         self.mem = image.ljust(blocks * self.BLOCK, b"\x00")
 
+    def get_data(self, apdu):
+        """A reader hands an ISO 15693 UID over in the order the tag sends it, least significant byte first
+        (ISO/IEC 15693-3); the UID `tap` is given is written as on the tag's label, E0 first."""
+        reply = Card.get_data(self, apdu)
+        return self.uid[::-1] + SW_OK if reply == self.uid + SW_OK else reply
+
     def command(self, apdu):
         block, le, refusal = self.storage_read(apdu, self.BLOCK)
         if refusal:
