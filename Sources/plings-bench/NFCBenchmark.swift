@@ -133,8 +133,10 @@ enum NFCBenchmark {
                 ours: median(classic.latencies), baseline: delayedBaseline, unit: "ms",
                 goal: "info (baseline: the NTAG213 READ BINARY sequence)", higherIsBetter: false),
             BenchRow(
-                metric: "same, MIFARE Classic 1K: APDUs per read (GET UID, 2 LOAD KEYS, 3 AUTHENTICATE, 6 block reads)",
-                ours: Double(classic.apdus.max() ?? 0), baseline: 12, unit: "APDUs", goal: "= minimum",
+                metric:
+                    "same, MIFARE Classic 1K: APDUs per read (GET UID, 2 LOAD KEYS, 3 AUTHENTICATE, 7 block reads: "
+                    + "sector 0's trailer for the General Purpose Byte, the MAD, 4 of NDEF)",
+                ours: Double(classic.apdus.max() ?? 0), baseline: 13, unit: "APDUs", goal: "= minimum",
                 higherIsBetter: false),
             BenchRow(
                 metric: "same reader model, Omnikey profile: ICODE SLIX (Type 5) with a Plings URL: tap to committed "

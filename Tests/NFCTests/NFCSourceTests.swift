@@ -264,7 +264,9 @@ extension NFCRigTests {
                 // Only the two public keys are ever loaded.
                 #expect(
                     Set(apdus.filter { $0.hasPrefix("FF82") }) == ["FF82000006A0A1A2A3A4A5", "FF82000006D3F7D3F7D3F7"])
-                // A 4K reads its MAD2 in sector 16 (blocks 64-66) too.
+                // Sector 0's trailer (block 3) for the General Purpose Byte: C1 (MAD1) on the 1K, C2 (MAD2) on the
+                // 4K, which then reads its MAD2 in sector 16 (blocks 64-66) too.
+                #expect(apdus.contains("FFB0000310"), "\(apdus)")
                 #expect(apdus.contains("FFB0004010") == (kind == "mifare4k"), "\(apdus)")
             }
             for (option, reason) in [

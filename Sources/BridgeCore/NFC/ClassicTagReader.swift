@@ -7,7 +7,9 @@
 /// - READ BINARY `FF B0 00 <block> 10`: one 16-byte block (the ACR122U reads no more than one block at a time).
 ///
 /// The MAD (sector 0, blocks 1-2; for 4K also sector 16, blocks 64-66) is read with the MAD's public key A
-/// `A0 A1 A2 A3 A4 A5` and its CRC-8 checked; the sectors whose application ID is the NFC Forum's `E1 03` hold the
+/// `A0 A1 A2 A3 A4 A5` and its CRC-8 checked, after the General Purpose Byte (byte 9 of sector 0's trailer,
+/// block 3) said there is one (its DA bit, bit 7) and which version (its ADV bits 1-0: 1 MAD1, sectors 1-15; 2
+/// MAD2, which a 4K card also keeps in sector 16 for sectors 17-39); the sectors whose application ID is the NFC Forum's `E1 03` hold the
 /// NDEF TLVs in their data blocks (sector trailers skipped), read with the NFC Forum's public key A
 /// `D3 F7 D3 F7 D3 F7` until the NDEF TLV is complete. A tag without a MAD, with a wrong CRC, without an NDEF
 /// sector or with private keys is a read without a URL, with that reason. Only these public keys are ever loaded.
@@ -37,6 +39,19 @@ struct ClassicTagReader<Transport: CardTransport> {
         guard try authenticate(sector: 0) else {
             return .none(reason: "MIFARE Classic without a MAD: sector 0 refused the MAD key (not NDEF-formatted)")
         }
+        // AN10787: the General Purpose Byte decides, not the presence of bytes that happen to have a valid CRC.
+        let gpb = try readBlock(3)[9]
+        guard gpb & 0x80 != 0 else {
+            let byte = NFCHex.byte(gpb)
+            return .none(
+                reason: "MIFARE Classic without a MAD: its General Purpose Byte 0x\(byte) says none (DA clear)")
+        }
+        let madVersion = gpb & 0x03
+        guard madVersion == 1 || madVersion == 2 else {
+            return .none(
+                reason: "MIFARE Classic: MAD version \(madVersion) (General Purpose Byte 0x\(NFCHex.byte(gpb))) "
+                    + "is neither MAD1 nor MAD2")
+        }
         let mad1 = try readBlock(1) + readBlock(2)
         guard Self.madCRC(Array(mad1[1...])) == mad1[0] else {
             return .none(
@@ -44,7 +59,9 @@ struct ClassicTagReader<Transport: CardTransport> {
                     + NFCHex.byte(Self.madCRC(Array(mad1[1...]))) + ")")
         }
         var aids = Self.applicationIDs(mad1, firstSector: 1, count: 15)
-        if is4K {
+        // MAD2 only where the GPB says so: a 4K card with MAD1 has its directory, and NDEF, in sectors 1-15. (A 1K
+        // card has no sector 16: its MAD2 is MAD1's sector 0 alone.)
+        if is4K && madVersion == 2 {
             guard try authenticate(sector: 16) else {
                 return .none(reason: "MIFARE Classic 4K: sector 16 (MAD2) refused the MAD key")
             }

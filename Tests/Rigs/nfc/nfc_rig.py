@@ -328,7 +328,8 @@ class MifareClassicCard(Card):
     Without a message the card is as it leaves the factory: transport key A FF..FF everywhere, no MAD. With
     `url=`/`ndef=` it is formatted as the NFC Forum maps NDEF onto MIFARE Classic (NXP AN1305) over the MAD
     (NXP AN10787): MAD1 in sector 0 (public MAD key A A0A1A2A3A4A5; CRC-8, info byte 01, application ID E1 03 for
-    every other sector), for 4K MAD2 in sector 16, NDEF sectors with the public key A D3F7D3F7D3F7 holding the
+    every other sector; its trailer with AN10787's access bits 78 77 88 and General Purpose Byte C1, MAD1, or for
+    4K C2, MAD2), for 4K MAD2 in sector 16, NDEF sectors with the public key A D3F7D3F7D3F7 holding the
     NDEF TLV and a terminator in their data blocks. `classic=badcrc` spoils the MAD's CRC, `classic=private` gives
     the NDEF sectors a private key A.
     """
@@ -382,6 +383,8 @@ class MifareClassicCard(Card):
         if variant == "badcrc":
             mad1[0] ^= 0xFF
         self.mem[1], self.mem[2] = mad1[:16], mad1[16:]
+        # Sector 0's trailer: key A, access bits 78 77 88, the General Purpose Byte (DA, MA, ADV = MAD version).
+        self.mem[3][:] = self.MAD_KEY + bytes([0x78, 0x77, 0x88, 0xC2 if four_k else 0xC1]) + bytes(6)
         if four_k:
             mad2 = bytearray([0, 0x00]) + b"\x03\xe1" * 23  # sectors 17-39
             mad2[0] = self.mad_crc(mad2[1:])
