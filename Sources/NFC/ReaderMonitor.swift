@@ -292,7 +292,8 @@ struct ReaderMonitor {
         case .success(let result):
             let genuine =
                 context.config.checkOriginality
-                ? OriginalitySignature.check(uid: result.uid, signature: result.signature) : nil
+                ? OriginalitySignature.check(uid: result.uid, signature: result.signature, product: result.product)
+                : nil
             let read = handoff.makeRead(reader: status.name, result: result, detectedAt: detectedAt, genuine: genuine)
             event.result = result
             event.read = read

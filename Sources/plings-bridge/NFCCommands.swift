@@ -248,6 +248,7 @@ extension CLI {
             ("profile", .string(event.profile.rawValue)),
             ("firmware", event.firmware.map { .string($0) } ?? .null),
             ("genuine", event.read?.genuine?.json ?? .null),
+            ("product", result?.product.map { .string($0.name) } ?? .null),
             ("feedback", event.profile.feedback.map { .string($0.rawValue) } ?? .null),
             ("fastRead", .string(result?.fastRead.code ?? "notTried")),
             ("fastReadFallback", result?.fastRead.fallbackReason.map { .string($0) } ?? .null),
@@ -275,13 +276,14 @@ extension CLI {
         var line = "tap \(number): \(e(event.reader))  \(event.kind)  uid \(event.uidHex ?? "-")"
         line += "\n  profile: \(event.profile.rawValue) (\(event.profile.capabilities))"
         if let firmware = event.firmware { line += "\n  firmware: \(e(firmware))" }
+        if let product = event.result?.product { line += "\n  product: \(e(product.name)) (GET_VERSION)" }
         if let genuine = event.read?.genuine {
             line +=
                 "\n  originality: "
                 + [
                     .genuine: "genuine NXP chip (signature verified)",
                     .notGenuine: "NOT a genuine NXP chip (the signature does not match the UID)",
-                    .unknown: "unknown (no signature from this tag or reader)",
+                    .unknown: "unknown (no signature, no product, or no published key for this product)",
                 ][genuine, default: ""]
         }
         if let error = event.error {

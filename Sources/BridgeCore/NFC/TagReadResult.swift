@@ -20,6 +20,11 @@ public struct TagReadResult: Sendable, Equatable {
     public var fastRead: FastReadUse = .notTried
     /// The NTAG's originality signature (READ_SIG, 32 bytes) when it was asked for and given.
     public var signature: [UInt8]?
+    /// The tag's answer to GET_VERSION (8 bytes), asked with the signature; nil when not asked or not answered.
+    public var version: [UInt8]?
+
+    /// The NXP product the tag says it is (GET_VERSION), e.g. `NTAG213`; nil when it was not asked or gave none.
+    public var product: NXPProduct? { NXPProduct.identify(version: version) }
 
     /// Creates a result.
     public init(

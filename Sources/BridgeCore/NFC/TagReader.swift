@@ -63,6 +63,7 @@ public enum TagReader {
         let lookup: NDEFLookup
         var fastReadUse = FastReadUse.notTried
         var signature: [UInt8]?
+        var version: [UInt8]?
         switch kind {
         case .type2:
             var reader = Type2TagReader(
@@ -72,6 +73,7 @@ public enum TagReader {
                 session = reader.session
                 fastReadUse = reader.fastReadUse
                 signature = reader.signature
+                version = reader.version
                 if uidFromPages { uid = reader.uid }
             }
             lookup = try reader.readNDEF()
@@ -96,6 +98,7 @@ public enum TagReader {
         var read = try result(uid: uid, kind: kind, lookup: lookup, apduCount: session.count)
         read.fastRead = fastReadUse
         read.signature = signature
+        read.version = version
         return read
     }
 

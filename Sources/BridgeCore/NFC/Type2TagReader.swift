@@ -43,6 +43,8 @@ struct Type2TagReader<Transport: CardTransport> {
     let readsSignature: Bool
     /// The 32-byte signature READ_SIG gave; nil when not asked, not on the fast path, or not answered.
     private(set) var signature: [UInt8]?
+    /// The 8 bytes GET_VERSION gave (asked with READ_SIG: they say whose key signs); nil when not asked or answered.
+    private(set) var version: [UInt8]?
     /// The tag's UID, once read.
     private(set) var uid: [UInt8]?
     /// What became of the fast attempt.
@@ -131,8 +133,11 @@ struct Type2TagReader<Transport: CardTransport> {
             result = .failure(error)
         }
         if readsSignature, case .success = result {
-            // READ_SIG (NTAG21x datasheet: `3C 00`, 32 bytes). No answer leaves the verdict unknown, not the read
-            // failed.
+            // GET_VERSION (`60`, 8 bytes) names the product, and so the key that signs it (`NXPProduct`): always
+            // asked, since the capability container cannot tell (an Ultralight EV1's is whatever its formatter
+            // wrote). READ_SIG (NTAG21x and Ultralight EV1 data sheets: `3C 00`, 32 bytes). No answer to either
+            // leaves the verdict unknown, not the read failed.
+            version = try? passThrough([0x60], expected: 8, name: "GET_VERSION")
             signature = try? passThrough([0x3C, 0x00], expected: 32, name: "READ_SIG")
         }
         if fastRead == .transparentSession {

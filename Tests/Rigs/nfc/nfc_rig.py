@@ -262,14 +262,17 @@ class Card(SmartcardOS):
 
 
 class Type2Card(Card):
-    """NTAG213/215/216 (and `blank`) behind an ACR122U: FF CA for the UID, FF B0 00 PP LL reads."""
+    """NTAG213/215/216 (and `blank`), and a MIFARE Ultralight EV1 MF0UL21 (`ul21`), behind an ACR122U: FF CA for
+    the UID, FF B0 00 PP LL reads; through the pass-through FAST_READ, READ, READ_SIG and GET_VERSION."""
 
-    # kind: (total pages, CC); user memory = pages 4 .. total-6 (NTAG21x datasheet)
+    # kind: (total pages, CC, GET_VERSION answer); user memory = pages 4 .. total-6 (NTAG21x and MF0ULx1 data
+    # sheets: 5 configuration pages at the end). The GET_VERSION answers are the data sheets'.
     MODELS = {
-        "ntag213": (45, "E1101200"),  # 144 data bytes declared, 144 user bytes
-        "ntag215": (135, "E1103E00"),  # 496 declared, 504 user bytes
-        "ntag216": (231, "E1106D00"),  # 872 declared, 888 user bytes
-        "blank": (45, "E1101200"),  # an NTAG213 whose data area is all zeros
+        "ntag213": (45, "E1101200", "0004040201000F03"),  # 144 data bytes declared, 144 user bytes
+        "ntag215": (135, "E1103E00", "0004040201001103"),  # 496 declared, 504 user bytes
+        "ntag216": (231, "E1106D00", "0004040201001303"),  # 872 declared, 888 user bytes
+        "blank": (45, "E1101200", "0004040201000F03"),  # an NTAG213 whose data area is all zeros
+        "ul21": (41, "E1101000", "0004030101000E03"),  # Ultralight EV1 MF0UL21: 128 user bytes, CC as formatted
     }
 
     def __init__(self, kind, uid, image, opts):
@@ -278,7 +281,9 @@ class Type2Card(Card):
         # What READ_SIG (3C 00) answers: NXP's 32-byte originality signature over the UID (sig=HEX), or, as a
         # clone without one answers, 32 zero bytes.
         self.signature = opts.get("sig") or bytes(32)
-        pages, cc = self.MODELS[kind]
+        pages, cc, version = self.MODELS[kind]
+        # What GET_VERSION (60) answers: the model's, or `version=HEX` (a clone's), or none (`version=none`: a NAK).
+        self.version = opts["version"] if "version" in opts else bytes.fromhex(version)
         if len(uid) != 7:
             raise RigError("%s needs a 7-byte UID, got %d bytes" % (kind, len(uid)))
         cc = opts["cc"] if opts["cc"] is not None else bytes.fromhex(cc)
@@ -570,9 +575,10 @@ class Type4Card(Card):
         return self.read_reply(f[offset:offset + le])
 
 
-KINDS = ("ntag213", "ntag215", "ntag216", "type4", "blank", "phone", "mifare1k", "mifare4k", "icodeslix",
+KINDS = ("ntag213", "ntag215", "ntag216", "ul21", "type4", "blank", "phone", "mifare1k", "mifare4k", "icodeslix",
          "st25dv64k")
-OPTION_KEYS = ("ndef", "url", "cc", "mle", "mlc", "size", "fault", "sw", "atr", "wait", "classic", "sig")
+OPTION_KEYS = ("ndef", "url", "cc", "mle", "mlc", "size", "fault", "sw", "atr", "wait", "classic", "sig",
+               "version")
 FAULTS = ("short4", "remove_after", "garbage_sw", "no_uid", "thru_short", "thru_garbage", "thru_sw", "no_multi")
 PERSONALITIES = ("plain", "acr122u", "part3")
 
@@ -605,6 +611,8 @@ def build_card(kind, uid_hex, data_arg, options):
                     raise RigError("%s= out of range" % key)
             elif key == "wait":
                 opts["wait"] = float(value)
+            elif key == "version":
+                opts["version"] = None if value == "none" else parse_hex(value, "version=")
             elif key == "sig":
                 opts["sig"] = parse_hex(value, "sig=")
                 if len(opts["sig"]) != 32:
@@ -630,7 +638,7 @@ def build_card(kind, uid_hex, data_arg, options):
             raise RigError("bad value for %s: %s" % (key, e))
     if data_arg != "-" and message is not None:
         raise RigError("give either NDEF_HEX or ndef=/url=, not both")
-    if kind in ("ntag213", "ntag215", "ntag216", "blank"):
+    if kind in Type2Card.MODELS:
         if message is not None:
             image = ndef_tlv(message)
         else:
@@ -751,7 +759,8 @@ class Personality(object):
     def tag_exchange(card, command):
         """The tag's answer to a raw NTAG command: (True, data) or (False, None) for a NAK/no answer.
 
-        READ_SIG (3C 00): the 32-byte originality signature. FAST_READ (3A start end): pages start..end; a start or end page the tag lacks, or end < start,
+        READ_SIG (3C 00): the 32-byte originality signature. GET_VERSION (60): the 8 bytes of the model (a NAK
+        with `version=none`). FAST_READ (3A start end): pages start..end; a start or end page the tag lacks, or end < start,
         is a NAK (NTAG213/215/216 datasheet), and FAST_READ does not roll over. READ (30 addr): 4 pages
         with roll-over, as FF B0 does.
         """
@@ -761,6 +770,9 @@ class Personality(object):
             return False, None
         if len(command) == 2 and command[0] == 0x3C and command[1] == 0x00:  # READ_SIG (NTAG21x datasheet)
             return True, card.signature
+        if len(command) == 1 and command[0] == 0x60:  # GET_VERSION (NTAG21x, MF0ULx1 data sheets)
+            version = getattr(card, "version", None)
+            return (True, version) if version else (False, None)
         if len(command) == 3 and command[0] == 0x3A:
             start, end = command[1], command[2]
             if start > end or end >= pages:
