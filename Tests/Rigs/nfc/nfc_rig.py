@@ -452,7 +452,8 @@ class Type5Card(Card):
     (version 1.0, read and write granted, MLEN 0x0E x 8 = 112 bytes, MBREAD). `st25dv64k`: ST25DV64K, 2048
     blocks of 4 bytes, the 8-byte CC ST's NDEF library writes for memories over 2040 bytes: `E2 40 00 01 00 00 04
     00` (two-byte block numbers, MLEN in bytes 6-7: 0x0400 x 8 = 8192). The TLVs follow the CC. `cc=HEX` replaces
-    the CC's bytes.
+    the CC's bytes; `proprietary=N` puts an N-byte Proprietary TLV (`FD`, as ST's tags may carry) before the NDEF
+    TLV.
     """
 
     MODELS = {
@@ -470,7 +471,12 @@ class Type5Card(Card):
         self.atr = opts["atr"] or atr
         self.blocks = blocks
         cc = opts["cc"] if opts["cc"] is not None else bytes.fromhex(cc)
-        image = cc + (ndef_tlv(message) if message is not None else b"")
+        size = opts.get("proprietary", 0)
+        proprietary = b""
+        if size:
+            length = bytes([size]) if size < 0xFF else b"\xff" + size.to_bytes(2, "big")
+            proprietary = b"\xfd" + length + bytes((i * 7) & 0xFF for i in range(size))
+        image = cc + proprietary + (ndef_tlv(message) if message is not None else b"")
         if len(image) > blocks * self.BLOCK:
             raise RigError("message too long for a %s" % kind)
         self.mem = image.ljust(blocks * self.BLOCK, b"\x00")
@@ -578,7 +584,7 @@ class Type4Card(Card):
 KINDS = ("ntag213", "ntag215", "ntag216", "ul21", "type4", "blank", "phone", "mifare1k", "mifare4k", "icodeslix",
          "st25dv64k")
 OPTION_KEYS = ("ndef", "url", "cc", "mle", "mlc", "size", "fault", "sw", "atr", "wait", "classic", "sig",
-               "version")
+               "version", "proprietary")
 FAULTS = ("short4", "remove_after", "garbage_sw", "no_uid", "thru_short", "thru_garbage", "thru_sw", "no_multi")
 PERSONALITIES = ("plain", "acr122u", "part3")
 
@@ -611,6 +617,10 @@ def build_card(kind, uid_hex, data_arg, options):
                     raise RigError("%s= out of range" % key)
             elif key == "wait":
                 opts["wait"] = float(value)
+            elif key == "proprietary":
+                opts["proprietary"] = int(value, 0)
+                if not 0 <= opts["proprietary"] <= 0xFFFE:
+                    raise RigError("proprietary= out of range")
             elif key == "version":
                 opts["version"] = None if value == "none" else parse_hex(value, "version=")
             elif key == "sig":
