@@ -46,6 +46,14 @@ public final class BridgeService: Sendable {
             return 1
         }
         SignalPipe.ignoreSIGPIPE()
+        // A worker of any part that ends although nobody asked it to (a loop that died) stops the service: one
+        // error line naming it, exit 1, and systemd's Restart= starts it again. Never silent.
+        let endedWorkers = Mutex<[String]>([])
+        WorkerThread.onUnexpectedEnd { worker in
+            endedWorkers.withLock { $0.append(worker) }
+            signals.post(SignalPipe.workerEnded)
+        }
+        var exitCode: Int32 = 0
 
         let spool: Spool
         do {
@@ -127,6 +135,14 @@ public final class BridgeService: Sendable {
 
         // Idle: nothing runs until a signal arrives (every part sleeps on its own thread; this one in `read`).
         while let number = signals.next() {
+            if number == SignalPipe.workerEnded {
+                let workers = endedWorkers.withLock { $0 }.joined(separator: ",")
+                logger.error(
+                    "a part of the service stopped on its own; stopping the service so that it is started again",
+                    [("worker", workers)])
+                exitCode = 1
+                break
+            }
             if number == SIGHUP {
                 // systemd shows "reloading" until READY=1; `plings-bridge reload` (ExecReload=) waits for the
                 // status file's new generation, written before READY=1.
@@ -147,7 +163,7 @@ public final class BridgeService: Sendable {
             logger.warn("stop deadline passed; exiting anyway", [("late", overdue.joined(separator: ","))])
         }
         logger.info("stopped")
-        return 0
+        return exitCode
     }
 
     /// SIGHUP: reload the configuration. Each sink applies its own part (adding or removing `api.url` starts or

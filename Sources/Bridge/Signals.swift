@@ -29,6 +29,15 @@ public final class SignalPipe: Sendable {
         return Int32(byte[0])
     }
 
+    /// What `next()` returns for `post(.workerEnded)`: no signal has the number 0.
+    public static let workerEnded: Int32 = 0
+
+    /// Wakes `next()` with `number` from any thread, as a signal would (a worker that ended unasked posts
+    /// `workerEnded`). Never blocks: a full pipe already holds a wake-up.
+    public func post(_ number: Int32) {
+        _ = try? pipe.writeEnd.writeAll([UInt8(truncatingIfNeeded: number)])
+    }
+
     /// A dead peer (gpsd, the API) must end in EPIPE, not kill the process.
     public static func ignoreSIGPIPE() { signal(SIGPIPE, SIG_IGN) }
 }

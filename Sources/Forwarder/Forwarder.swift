@@ -41,6 +41,8 @@ public final class Forwarder: Service {
 
     public let name = "forwarder"
     private let state: Monitor<State>
+    /// The coordinator and the workers (`WorkerThread`: joinable, and an end nobody asked for is reported).
+    private let workers = WorkerThreads()
     private let spool: Spool
     private let logger: Logger
     /// Told after health changed (failing, resumed, paused), outside the lock: `status` follows at once.
@@ -102,13 +104,9 @@ public final class Forwarder: Service {
                 continue
             }
             state.withLock { $0.clients.append(client) }
-            let thread = Thread { [self] in workerLoop(client) }
-            thread.name = "forwarder-\(index)"
-            thread.start()
+            workers.start(name: "forwarder-\(index)") { [self] in workerLoop(client) }
         }
-        let coordinator = Thread { [self] in coordinatorLoop() }
-        coordinator.name = "forwarder"
-        coordinator.start()
+        workers.start(name: "forwarder") { [self] in coordinatorLoop() }
     }
 
     /// A scan was committed: look for work now.
@@ -137,6 +135,7 @@ public final class Forwarder: Service {
     /// then are cancelled (their scans stay pending). Scans claimed but not yet sent are released at once.
     /// Returns when every thread has stopped or the deadline has passed.
     public func stop(deadline: Double) {
+        workers.expectEnd()
         let (clients, unsent) = state.update { s in
             s.stopping = true
             let unsent = s.jobs.flatMap { $0.batch.records.map(\.id) }
@@ -149,6 +148,7 @@ public final class Forwarder: Service {
             clients.forEach { $0.cancel() }
             state.wait(until: deadline, for: finished)
         }
+        workers.join(until: deadline)
     }
 
     /// `stop(deadline:)` with a deadline `timeout` seconds from now.

@@ -54,6 +54,7 @@ public final class HIDSource: ReadSource {
     /// Stops the reader thread, releasing every grab and closing every node; returns by `deadline` (the thread
     /// ends within tens of milliseconds: its poll() wakes on a pipe).
     public func stop(deadline: Double) {
+        thread.expectEnd()
         guard control.requestStop() else { return }
         if !thread.waitForEnd(until: deadline) {
             logger.warn("hid reader did not stop in time")

@@ -61,6 +61,7 @@ public final class HIDPOSSource: ReadSource {
 
     /// Stops the reader thread and closes every node by `deadline` (its `poll()` wakes on a pipe at once).
     public func stop(deadline: Double) {
+        thread.expectEnd()
         guard control.reader.requestStop() else { return }
         if !thread.waitForEnd(until: deadline) { logger.warn("HID POS reader did not stop in time") }
     }

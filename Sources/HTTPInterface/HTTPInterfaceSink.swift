@@ -32,7 +32,7 @@ final class HTTPInterfaceSink: ScanSink {
 
     private let context: SinkContext
     private let state = Monitor(State())
-    private let retryThread = Mutex<OwnThread?>(nil)
+    private let retryThread = Mutex<WorkerThread?>(nil)
     /// A read-only connection of its own, so showing scans never waits for a commit's lock or holds it.
     private let reader = Mutex<Spool?>(nil)
 
@@ -40,18 +40,19 @@ final class HTTPInterfaceSink: ScanSink {
 
     func start() {
         apply(context.configuration)
-        let thread = OwnThread(name: "http-retry") { [self] in retryLoop() }
+        let thread = WorkerThread(name: "http-retry") { [self] in retryLoop() }
         retryThread.withLock { $0 = thread }
     }
 
     func stop(deadline: Double) {
+        retryThread.withLock { $0 }?.expectEnd()
         let running = state.update { s -> Running? in
             s.stopping = true
             defer { s.running = nil }
             return s.running
         }
         if let running { shut(running) }
-        retryThread.withLock { $0 }?.join()
+        retryThread.withLock { $0 }?.join(until: deadline)
     }
 
     func wake() { state.withLock { $0.running?.feed }?.wake() }

@@ -39,7 +39,7 @@ final class ScanFeed: Sendable {
     private let spool: Spool
     private let serviceStatus: @Sendable () -> JSONValue
     private let logger: Logger
-    private let thread = Mutex<OwnThread?>(nil)
+    private let thread = Mutex<WorkerThread?>(nil)
 
     static let recentLimit = 1024
     /// How often the status is rendered for status streams when nothing is committed (ages, a source's state).
@@ -58,15 +58,17 @@ final class ScanFeed: Sendable {
             $0.last = last
             $0.coveredFrom = last
         }
-        let follower = OwnThread(name: "http-feed") { [self] in follow() }
+        let follower = WorkerThread(name: "http-feed") { [self] in follow() }
         thread.withLock { $0 = follower }
     }
 
     /// Ends every stream (their reads return nil at once) and the thread.
     func stop() {
+        thread.withLock { $0 }?.expectEnd()
         state.update { $0.stopping = true }
         wakeups.update { $0.stopping = true }
-        thread.withLock { $0 }?.join()
+        // Woken at once: it ends within its current read of the spool.
+        thread.withLock { $0 }?.join(until: MonotonicClock.deadline(after: 5))
     }
 
     /// Scans were committed: read them.

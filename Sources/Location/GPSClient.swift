@@ -70,6 +70,8 @@ public final class GPSClient: Service, FixProvider, Sendable {
     /// thread in `stop`) is a predicate on this state on the monotonic clock, and every change a waiter cares
     /// about is made through `update`, which wakes them.
     private let state: Monitor<State>
+    /// The connection thread (`WorkerThread`: joinable, and an end nobody asked for is reported).
+    private let worker = Mutex<WorkerThread?>(nil)
 
     static let initialBackoff = 0.5
     static let maxBackoff = 30.0
@@ -110,12 +112,11 @@ public final class GPSClient: Service, FixProvider, Sendable {
             return
         }
         state.withLock { $0.running = true }
-        let thread = Thread { [self] in
+        let started = WorkerThread(name: "gpsd") { [self] in
             run(address)
             state.update { $0.running = false }
         }
-        thread.name = "gpsd"
-        thread.start()
+        worker.withLock { $0 = started }
     }
 
     /// Stops the thread: interrupts a blocked read with shutdown(2) and wakes a backoff sleep. Returns within
@@ -124,11 +125,12 @@ public final class GPSClient: Service, FixProvider, Sendable {
 
     /// `stop()`, returning by the monotonic `deadline` at the latest.
     public func stop(deadline: Double) {
+        worker.withLock { $0 }?.expectEnd()
         state.update { s in
             s.stopping = true
             if let connection = s.connection { plings_gps_interrupt(connection.pointer) }
         }
-        state.wait(until: min(deadline, MonotonicClock.deadline(after: 1))) { !$0.running }
+        worker.withLock { $0 }?.join(until: min(deadline, MonotonicClock.deadline(after: 1)))
     }
 
     // MARK: the read path

@@ -91,6 +91,8 @@ public final class MQTTSink: Sendable {
     }
 
     let state = Monitor(State())
+    /// The network and publisher threads (`WorkerThread`: joinable, and an end nobody asked for is reported).
+    let workers = WorkerThreads()
     /// Serialises `recordHealth()`'s spool writes (it counts them: a `Mutex<Void>` misleads ThreadSanitizer).
     let healthWrites = Mutex(0)
     let spool: Spool
@@ -150,12 +152,8 @@ public final class MQTTSink: Sendable {
             $0.networkRunning = true
             $0.publisherRunning = true
         }
-        let network = Thread { [self] in networkLoop(client) }
-        network.name = "mqtt-network"
-        network.start()
-        let publisher = Thread { [self] in publisherLoop(client) }
-        publisher.name = "mqtt"
-        publisher.start()
+        workers.start(name: "mqtt-network") { [self] in networkLoop(client) }
+        workers.start(name: "mqtt") { [self] in publisherLoop(client) }
     }
 
     /// A scan was committed, or the device's state changed: publish it now, and look at the status message.
@@ -170,6 +168,7 @@ public final class MQTTSink: Sendable {
     /// Stops publishing, publishes `online: false` (retained) and disconnects cleanly, all by the monotonic
     /// `deadline`. Unacknowledged scans stay queued in the spool.
     public func stop(deadline: Double) {
+        workers.expectEnd()
         state.update {
             $0.stopping = true
             $0.ticks += 1
@@ -194,6 +193,7 @@ public final class MQTTSink: Sendable {
         recordHealth()
         client.disconnect()
         state.wait(until: deadline) { !$0.networkRunning }
+        workers.join(until: deadline)
         // A network thread still blocked in a connect keeps its client alive (it holds a reference).
         state.withLock { $0.client = nil }
     }

@@ -54,6 +54,7 @@ final class NFCFeedback: Sendable {
     /// The queue and counters; its condition wakes the feedback thread and `stop()`.
     private let state = Monitor(State())
     private let logger: Logger
+    private let worker = Mutex<WorkerThread?>(nil)
 
     init(logger: Logger) {
         self.logger = logger
@@ -68,9 +69,8 @@ final class NFCFeedback: Sendable {
             return !s.started
         }
         guard first else { return }
-        let thread = Thread { [self] in run() }
-        thread.name = "nfc-feedback"
-        thread.start()
+        let started = WorkerThread(name: "nfc-feedback") { [self] in run() }
+        worker.withLock { $0 = started }
     }
 
     /// Queues a job for the thread (dropped once stopping: the service is going away).
@@ -84,13 +84,14 @@ final class NFCFeedback: Sendable {
     /// Ends the thread after the job in progress (queued jobs are dropped: the service is stopping); waits until
     /// `deadline` at most (an ACR122U answers its LED command only when the blinking is over, up to 2 s).
     func stop(deadline: Double) {
+        worker.withLock { $0 }?.expectEnd()
         let running = state.update { s -> Bool in
             s.stopping = true
             s.jobs = []
             return s.started && !s.finished
         }
         guard running else { return }
-        state.wait(until: deadline) { $0.finished }
+        worker.withLock { $0 }?.join(until: deadline)
     }
 
     private func run() {

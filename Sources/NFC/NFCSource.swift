@@ -24,6 +24,8 @@ import Plugins
 public final class NFCSource: ReadSource {
     public let kind = SourceKind.nfc
     private let context: ReaderMonitorContext
+    /// The reader monitor's thread (`WorkerThread`: joinable, and an end nobody asked for is reported).
+    private let worker = Mutex<WorkerThread?>(nil)
 
     /// Creates the source; nothing happens before `start()`.
     ///
@@ -53,18 +55,18 @@ public final class NFCSource: ReadSource {
     public func start() {
         guard context.control.markStarted() else { return }
         context.feedback.start()
-        let thread = Thread { [context] in
+        let started = WorkerThread(name: "nfc-pcsc") { [context] in
             var monitor = ReaderMonitor(context: context)
             monitor.run()
             context.control.markFinished()
         }
-        thread.name = "nfc-pcsc"
-        thread.start()
+        worker.withLock { $0 = started }
     }
 
     /// Stops the reader thread and the feedback thread together and returns when both have ended, or by `deadline`
     /// (a read in progress finishes first: tens of milliseconds; a reader's LED sequence up to 2 s).
     public func stop(deadline: Double) {
+        worker.withLock { $0 }?.expectEnd()
         OwnThread.together(
             name: "nfc-stop",
             [
@@ -75,6 +77,7 @@ public final class NFCSource: ReadSource {
                 },
                 { [context] in context.feedback.stop(deadline: deadline) },
             ])
+        worker.withLock { $0 }?.join(until: deadline)
     }
 
     /// Stops within about 1 s.

@@ -1,11 +1,12 @@
 import Foundation
 
-/// A device source's reader thread: started once, with a bounded wait until it has attached the devices present
-/// at start, and a wait for its end by a deadline. The loop itself (a `poll()` over the devices) and how it is
-/// told to stop (a flag and a `WakePipe`) are the source's.
+/// A device source's reader thread (a `WorkerThread`): started once, with a bounded wait until it has attached the
+/// devices present at start, and a wait for its end by a deadline. The loop itself (a `poll()` over the devices) and
+/// how it is told to stop (a flag and a `WakePipe`) are the source's; it calls `expectEnd()` before telling it.
 public final class ReaderThread: Sendable {
     private let name: String
     private let progress = Monitor((ready: false, finished: false))
+    private let worker = Mutex<WorkerThread?>(nil)
 
     public init(name: String) { self.name = name }
 
@@ -15,18 +16,24 @@ public final class ReaderThread: Sendable {
         readyWithin: Double, _ body: @escaping @Sendable (_ ready: @escaping @Sendable () -> Void) -> Void
     ) {
         let progress = self.progress
-        let thread = Thread {
+        let started = WorkerThread(name: name) {
             body { progress.update { $0.ready = true } }
             progress.update {
                 $0.ready = true
                 $0.finished = true
             }
         }
-        thread.name = name
-        thread.start()
+        worker.withLock { $0 = started }
         progress.wait(until: MonotonicClock.deadline(after: readyWithin)) { $0.ready }
     }
 
-    /// Waits until the thread's body has returned, or `deadline` (monotonic seconds) passed; true when it ended.
-    public func waitForEnd(until deadline: Double) -> Bool { progress.wait(until: deadline) { $0.finished } }
+    /// The source is about to tell the loop to stop: its end is expected from now on.
+    public func expectEnd() { worker.withLock { $0 }?.expectEnd() }
+
+    /// Waits until the thread's body has returned, or `deadline` (monotonic seconds) passed, and joins it; true when
+    /// it ended.
+    public func waitForEnd(until deadline: Double) -> Bool {
+        guard let worker = worker.withLock({ $0 }) else { return true }
+        return worker.join(until: deadline)
+    }
 }

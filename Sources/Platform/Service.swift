@@ -67,6 +67,7 @@ public final class PeriodicThread: Service {
         var due = Double.infinity
     }
     private let state = Monitor(State())
+    private let worker = Mutex<WorkerThread?>(nil)
 
     public init(name: String, interval: Double, body: @escaping @Sendable () -> Void) {
         self.name = name
@@ -76,7 +77,7 @@ public final class PeriodicThread: Service {
 
     public func start() {
         state.withLock { $0.running = true }
-        let thread = Thread { [self] in
+        let started = WorkerThread(name: name) { [self] in
             while true {
                 body()
                 var stopping = false
@@ -104,13 +105,13 @@ public final class PeriodicThread: Service {
             }
             state.update { $0.running = false }
         }
-        thread.name = name
-        thread.start()
+        worker.withLock { $0 = started }
     }
 
     public func stop(deadline: Double) {
+        worker.withLock { $0 }?.expectEnd()
         state.update { $0.stopping = true }
-        state.wait(until: deadline) { !$0.running }
+        worker.withLock { $0 }?.join(until: deadline)
     }
 
     /// Runs `body` once more as soon as the current round (if any) ends, then the period starts again. Wakes that

@@ -48,6 +48,8 @@ public final class Pipeline: Service {
     /// `location.timeFromGPS` is set; identity otherwise).
     private let timeSource: @Sendable (Date) -> Date
     private let queue = Monitor(Queue())
+    /// The commit thread (`WorkerThread`: joinable, and an end nobody asked for is reported).
+    private let worker = Mutex<WorkerThread?>(nil)
     private let tally = Mutex(Tally())
 
     /// Reads counted by source and outcome, and the last read per device (for `status` and metrics).
@@ -125,9 +127,8 @@ public final class Pipeline: Service {
     /// Starts the commit thread.
     public func start() {
         queue.withLock { $0.running = true }
-        let thread = Thread { [self] in self.commitLoop() }
-        thread.name = "pipeline"
-        thread.start()
+        let started = WorkerThread(name: "pipeline") { [self] in self.commitLoop() }
+        worker.withLock { $0 = started }
     }
 
     /// Applies a reloaded configuration to reads submitted from now on.
@@ -184,8 +185,9 @@ public final class Pipeline: Service {
 
     /// Commits everything already submitted, then stops the thread. Returns when done or at `deadline`.
     public func stop(deadline: Double) {
+        worker.withLock { $0 }?.expectEnd()
         queue.update { $0.stopping = true }
-        queue.wait(until: deadline) { !$0.running }
+        worker.withLock { $0 }?.join(until: deadline)
     }
 
     /// `stop(deadline:)` with a deadline `timeout` seconds from now.

@@ -61,6 +61,7 @@ public final class SerialSource: ReadSource {
 
     /// Stops the reader thread and closes every port by `deadline` (its `poll()` wakes on a pipe at once).
     public func stop(deadline: Double) {
+        thread.expectEnd()
         guard control.reader.requestStop() else { return }
         if !thread.waitForEnd(until: deadline) { logger.warn("serial reader did not stop in time") }
     }

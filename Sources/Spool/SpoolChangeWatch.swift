@@ -41,6 +41,7 @@ public final class SpoolChangeWatch: Service {
     }
 
     public func stop(deadline: Double) {
+        thread.expectEnd()
         guard control.requestStop() else { return }
         _ = thread.waitForEnd(until: deadline)
     }

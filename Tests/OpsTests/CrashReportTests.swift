@@ -66,3 +66,48 @@ import Testing
         #expect(bridge.stderrText.contains("*** Signal 7: Backtracing"), "\(bridge.stderrText)")
     }
 }
+
+/// One thread shape (issue 38): a worker of any part that ends although nobody asked it to stops the service with a
+/// non-zero exit and a log line naming it, so systemd's Restart= starts it again. Each worker is ended in turn
+/// through the debug builds' seam (`PLINGS_TEST_END_WORKER`, `WorkerThread`).
+@Suite struct WorkerEndTests {
+    let binary = Products.path("plings-bridge")
+
+    @Test func eachWorkerThatEndsOnItsOwnStopsTheServiceNamingIt() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let token = dir.file("token")
+        try "worker-test-token-0123456789\n".write(toFile: token, atomically: true, encoding: .utf8)
+        chmod(token, 0o600)
+        // Nothing answers on port 9, and no port is /dev/ttyNONE: the forwarder, the broker client and the serial
+        // source start their threads all the same.
+        let config = dir.file("config.json")
+        try #"""
+        {"api": {"url": "http://127.0.0.1:9/graphql", "tokenFile": "\#(token)", "allowInsecureHTTP": true},
+         "mqtt": {"url": "mqtt://127.0.0.1:9", "allowInsecure": true, "deviceId": "gate7"},
+         "serial": {"match": [{"devnode": "/dev/ttyNONE*"}]}}
+        """#.write(toFile: config, atomically: true, encoding: .utf8)
+        let workers = [
+            "pipeline", "spool-watch", "status", "retention", "gpsd", "hid-reader", "hidpos-reader", "serial-reader",
+            "nfc-pcsc", "nfc-feedback", "forwarder", "forwarder-0", "mqtt", "mqtt-network", "http-feed", "http-retry",
+        ]
+        let results = Mutex<[String: ProcessResult]>([:])
+        DispatchQueue.concurrentPerform(iterations: workers.count) { index in
+            let worker = workers[index]
+            // The local interface on a port of its own, so its workers (http-feed, http-retry) run too.
+            let port = (try? ListeningSocket.freePort()) ?? 1
+            let env = OpsTests().environment(
+                dir, ["PLINGS_TEST_END_WORKER": worker, "PLINGS_BRIDGE_HTTP_LISTEN": "127.0.0.1:\(port)"])
+            let result = try? ProcessRunner.run(
+                binary, ["run", "--config", config, "--spool", dir.file("\(worker).sqlite")], environment: env,
+                timeout: 30 * Products.timeScale)
+            results.withLock { $0[worker] = result }
+        }
+        for worker in workers {
+            let result = results.withLock { $0[worker] }
+            #expect(result?.status == 1, "\(worker): exit \(result?.status ?? -1)\n\(result?.stderr ?? "")")
+            let line = result?.stderr.split(separator: "\n").first { $0.contains("stopped on its own") } ?? ""
+            #expect(line.hasPrefix("level=error") && line.hasSuffix("worker=\(worker)"), "\(worker): \(line)")
+        }
+    }
+}
