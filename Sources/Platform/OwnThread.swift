@@ -48,6 +48,18 @@ public final class OwnThread: Sendable {
         pthread_join(thread, nil)
     }
 
+    /// Lets the thread end on its own, never joined (a part's stop gave up waiting for it at its deadline): its
+    /// resources go when it ends. Later `join()` calls return at once.
+    public func detach() {
+        guard
+            let thread = handle.withLock({ held -> pthread_t? in
+                defer { held = nil }
+                return held
+            })
+        else { return }
+        pthread_detach(thread)
+    }
+
     /// Runs each body on its own thread at once and returns when all have returned (independent parts that stop
     /// together against one deadline).
     public static func together(name: String, _ bodies: [@Sendable () -> Void]) {

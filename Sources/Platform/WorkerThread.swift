@@ -38,10 +38,13 @@ public final class WorkerThread: Sendable {
     }
 
     /// Waits until the body has returned or `deadline` (monotonic seconds) passed, and joins the thread when it has
-    /// returned; true when it did. A worker still running at the deadline is left to end on its own.
+    /// returned; true when it did. A worker still running at the deadline is detached, left to end on its own.
     @discardableResult
     public func join(until deadline: Double) -> Bool {
-        guard state.wait(until: deadline, for: { $0.finished }) else { return false }
+        guard state.wait(until: deadline, for: { $0.finished }) else {
+            thread.withLock { $0 }?.detach()
+            return false
+        }
         thread.withLock { $0 }?.join()
         return true
     }
