@@ -62,11 +62,15 @@ struct Type5TagReader<Transport: CardTransport> {
                 // blocks are never read, and the walk, which steps over its value, never looks at the filler.
                 // The first n-block read from the start of the area, or from a skip, asks for `firstRead` bytes.
                 var readFrom = cc.length
-                let skipTo = (cc.length + from) / blockSize * blockSize
+                // Never past the area: a TLV whose length runs beyond it leaves the whole area "read", and the walk
+                // over the complete area calls it truncated, with no read beyond the tag's end.
+                let skipTo = min((cc.length + from) / blockSize * blockSize, end)
                 if skipTo > data.count {
                     data += [UInt8](repeating: 0, count: skipTo - data.count)
                     readFrom = skipTo
                 }
+                // Skipped to the end of the area: nothing is left to read, the walk over the complete area decides.
+                if data.count >= end { continue }
                 // One exchange, then walk again: what the TLV header says decides the next read.
                 let wanted = max(cc.length + bytes, multipleBlocks ? readFrom + Self.firstRead : 0)
                 try readNext(upTo: min(wanted, end))

@@ -141,6 +141,19 @@ struct FakeType5Tag: CardTransport {
         #expect(!readBlocks.contains { (18...262).contains($0) })
     }
 
+    @Test func aTLVWhoseLengthRunsPastTheAreaIsTruncatedAndNothingPastTheAreaIsRead() throws {
+        // The ST25DV64K's CC declares 8192 bytes after its 8: blocks 2-2049. A Proprietary TLV claiming 65535 bytes
+        // runs past that end: the read stops with the TLV truncated, and no read asks for a block past block 2049.
+        let huge: [UInt8] = [0xFD, 0xFF, 0xFF, 0xFF] + [UInt8](repeating: 0, count: 60)
+        var tag = FakeType5Tag.tag(cc: Self.st25dv64kCC, data: huge, blocks: 2100)
+        #expect(
+            nfcReadError { () throws(TagReadError) in
+                try TagReader.read(kind: .type5(name: "ISO 15693 tag"), transport: &tag, options: iso15693)
+            } == .tlvTruncated(tag: 0xFD, offset: 0))
+        let lastBlock = tag.log.dropFirst().map { (Int($0[2]) << 8 | Int($0[3])) + max(1, Int($0[4]) / 4) - 1 }.max()
+        #expect((lastBlock ?? 0) <= 2049, "\(tag.log.map { NFCHex.bytes($0) })")
+    }
+
     @Test func blankLockedAndOverflowingTagsAreReasonsOrErrors() throws {
         var blank = FakeType5Tag.tag(cc: [0, 0, 0, 0], data: [])
         let reason = try TagReader.read(kind: slix, transport: &blank, options: iso15693).noURLReason ?? ""
