@@ -48,8 +48,6 @@ public final class GPSClient: Service, FixProvider, Sendable {
     private struct State {
         var started = false
         var stopping = false
-        /// The connection thread is running (`stop` waits for this to clear).
-        var running = false
         var connection: Connection?
         var connected = false
         /// Connection attempts that ended (in success or failure): `waitForFirstReport` needs one.
@@ -111,11 +109,7 @@ public final class GPSClient: Service, FixProvider, Sendable {
             logger.error("location.gpsd is not HOST:PORT; no GPS", [("gpsd", config.gpsd)])
             return
         }
-        state.withLock { $0.running = true }
-        let started = WorkerThread(name: "gpsd") { [self] in
-            run(address)
-            state.update { $0.running = false }
-        }
+        let started = WorkerThread(name: "gpsd") { [self] in run(address) }
         worker.withLock { $0 = started }
     }
 

@@ -39,25 +39,21 @@ public final class OwnThread: Sendable {
 
     /// Waits until the body has returned. Called at most once per thread that matters; later calls return at once.
     public func join() {
-        guard
-            let thread = handle.withLock({ held -> pthread_t? in
-                defer { held = nil }
-                return held
-            })
-        else { return }
-        pthread_join(thread, nil)
+        if let thread = take() { pthread_join(thread, nil) }
     }
 
     /// Lets the thread end on its own, never joined (a part's stop gave up waiting for it at its deadline): its
     /// resources go when it ends. Later `join()` calls return at once.
     public func detach() {
-        guard
-            let thread = handle.withLock({ held -> pthread_t? in
-                defer { held = nil }
-                return held
-            })
-        else { return }
-        pthread_detach(thread)
+        if let thread = take() { pthread_detach(thread) }
+    }
+
+    /// The handle, once: whoever takes it joins or detaches the thread, and later calls find nothing.
+    private func take() -> pthread_t? {
+        handle.withLock { held in
+            defer { held = nil }
+            return held
+        }
     }
 
     /// Runs each body on its own thread at once and returns when all have returned (independent parts that stop

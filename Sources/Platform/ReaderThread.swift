@@ -5,7 +5,7 @@ import Foundation
 /// how it is told to stop (a flag and a `WakePipe`) are the source's; it calls `expectEnd()` before telling it.
 public final class ReaderThread: Sendable {
     private let name: String
-    private let progress = Monitor((ready: false, finished: false))
+    private let progress = Monitor(false)
     private let worker = Mutex<WorkerThread?>(nil)
 
     public init(name: String) { self.name = name }
@@ -17,14 +17,11 @@ public final class ReaderThread: Sendable {
     ) {
         let progress = self.progress
         let started = WorkerThread(name: name) {
-            body { progress.update { $0.ready = true } }
-            progress.update {
-                $0.ready = true
-                $0.finished = true
-            }
+            body { progress.update { $0 = true } }
+            progress.update { $0 = true }
         }
         worker.withLock { $0 = started }
-        progress.wait(until: MonotonicClock.deadline(after: readyWithin)) { $0.ready }
+        progress.wait(until: MonotonicClock.deadline(after: readyWithin)) { $0 }
     }
 
     /// The source is about to tell the loop to stop: its end is expected from now on.

@@ -60,7 +60,6 @@ public final class PeriodicThread: Service {
     private let body: @Sendable () -> Void
     private struct State {
         var stopping = false
-        var running = false
         var woken = false
         /// When the last round ended, and when the next must start at the latest (`wake(within:)`).
         var lastEnd = -Double.infinity
@@ -76,7 +75,6 @@ public final class PeriodicThread: Service {
     }
 
     public func start() {
-        state.withLock { $0.running = true }
         let started = WorkerThread(name: name) { [self] in
             while true {
                 body()
@@ -103,7 +101,6 @@ public final class PeriodicThread: Service {
                     state.update { $0.woken = false }
                 }
             }
-            state.update { $0.running = false }
         }
         worker.withLock { $0 = started }
     }

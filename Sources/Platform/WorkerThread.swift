@@ -2,7 +2,7 @@ import Foundation
 
 /// A worker of a part: the one thread shape under every loop of the service (sources' readers, sinks, the pipeline,
 /// gpsd, periodic work). Named and joinable (`OwnThread`), and watched: when its body returns although its part
-/// never said it would end (`expectEnd()`), that end is reported to `WorkerThread.unexpectedEnds`, so a part that dies
+/// never said it would end (`expectEnd()`), that end is reported (`WorkerThread.onUnexpectedEnd`), so a part that dies
 /// is never silent. The model is swift-service-lifecycle's `ServiceGroup`, which ends the group when a child task
 /// returns on its own; here `run` stops the service with a non-zero exit naming the part, and systemd restarts it.
 public final class WorkerThread: Sendable {
