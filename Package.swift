@@ -55,9 +55,11 @@ let package = Package(
         .target(name: "Plugins", dependencies: ["BridgeCore", "Logging", "Platform", "Spool"]),
         // The durable SQLite spool.
         .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite", "Platform"]),
-        // Delivery to the API: HTTP client, delivery loop, backoff.
+        // A blocking HTTPS client over libcurl, for every sink that speaks HTTP (the API, webhooks).
+        .target(name: "HTTPTransport", dependencies: ["CCurlShim"]),
+        // Delivery to the API: the GraphQL request, the delivery loop, backoff.
         .target(
-            name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "CCurlShim", "Platform", "Plugins"]),
+            name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "HTTPTransport", "Platform", "Plugins"]),
         // Publishing scans and device health to an MQTT broker, from the spool (its own delivery state).
         .target(
             name: "MQTT", dependencies: ["BridgeCore", "Logging", "Spool", "CMosquittoShim", "Platform", "Plugins"]),
@@ -89,7 +91,7 @@ let package = Package(
             name: "Bridge",
             dependencies: [
                 "BridgeCore", "Logging", "Spool", "Forwarder", "MQTT", "Location", "HID", "NFC", "Serial", "CSysShim",
-                "Platform", "Plugins", "ReadPipeline", "HIDPOS", "HTTPInterface",
+                "Platform", "Plugins", "ReadPipeline", "HIDPOS", "HTTPInterface", "HTTPTransport",
             ]),
         // The CLI: thin.
         .executableTarget(

@@ -1,5 +1,6 @@
 import BridgeCore
 import Forwarder
+import HTTPTransport
 import Logging
 import Spool
 

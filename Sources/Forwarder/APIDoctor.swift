@@ -1,5 +1,6 @@
 import BridgeCore
 import Foundation
+import HTTPTransport
 import Plugins
 
 /// `doctor`'s API check: one harmless request with the token, read-only for the running service.

@@ -1,5 +1,6 @@
 import BridgeCore
 import Foundation
+import HTTPTransport
 import Spool
 
 /// Where and how to deliver: the API settings resolved from the configuration, with the token.

@@ -1,5 +1,6 @@
 import BridgeCore
 import Foundation
+import HTTPTransport
 import Logging
 import Platform
 import Spool
