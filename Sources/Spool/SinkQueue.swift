@@ -13,6 +13,8 @@ public struct SinkStats: Sendable, Equatable {
     public var enabled: Bool
     public var pending: Int
     public var delivered: Int
+    /// Scans the sink refused for good (too large for the broker, a webhook's 4xx): never sent again.
+    public var refused: Int = 0
     /// Seconds since the oldest scan still queued for the sink was captured; nil when none is.
     public var oldestPendingAge: Double?
     /// The sink's last recorded problem (cleared when it delivers again).
@@ -21,7 +23,7 @@ public struct SinkStats: Sendable, Equatable {
     public func json() -> JSONValue {
         .object([
             ("enabled", .bool(enabled)), ("pending", .integer(pending)), ("delivered", .integer(delivered)),
-            ("oldestPendingAge", oldestPendingAge.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
+            ("refused", .integer(refused)), ("oldestPendingAge", oldestPendingAge.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
             ("lastError", lastError.map(JSONValue.string) ?? .null),
         ])
     }
@@ -122,7 +124,8 @@ extension Spool {
                     (SELECT COUNT(*) FROM sink_queue AS q WHERE q.sink = k.name AND q.state = 'pending'),
                     (SELECT coalesce(sum(n), 0) FROM sink_counts AS c WHERE c.sink = k.name AND c.state = 'delivered'),
                     (SELECT MIN(scans.created_at) FROM sink_queue AS q JOIN scans ON scans.seq = q.seq
-                        WHERE q.sink = k.name AND q.state = 'pending')
+                        WHERE q.sink = k.name AND q.state = 'pending'),
+                    (SELECT coalesce(sum(n), 0) FROM sink_counts AS c WHERE c.sink = k.name AND c.state = 'refused')
                 FROM sinks AS k WHERE k.name != '\(Spool.apiSink)' ORDER BY k.name
                 """)
             var result: [SinkStats] = []
@@ -131,7 +134,7 @@ extension Spool {
                 result.append(
                     SinkStats(
                         name: s.string(0) ?? "", enabled: s.int(1) != 0, pending: s.int(3), delivered: s.int(4),
-                        oldestPendingAge: oldest, lastError: s.string(2)))
+                        refused: s.int(6), oldestPendingAge: oldest, lastError: s.string(2)))
             }
             return result
         }

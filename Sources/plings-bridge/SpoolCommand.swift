@@ -161,7 +161,9 @@ extension CLI {
             show("last error: " + (stats.lastError ?? "none"))
             for sink in sinkStats {
                 var line = "sink \(sink.name)\(sink.enabled ? "" : " (disabled)"): \(sink.pending) pending, "
-                line += "\(sink.delivered) published, oldest pending: "
+                line += "\(sink.delivered) delivered, "
+                if sink.refused > 0 { line += "\(sink.refused) refused, " }
+                line += "oldest pending: "
                 line += sink.oldestPendingAge.map { DurationText.describe($0) + " ago" } ?? "none"
                 line += ", last error: " + (sink.lastError ?? "none")
                 show(line)
