@@ -144,6 +144,9 @@ let package = Package(
             dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "MQTT", "Platform", "Spool"]),
         .testTarget(
             name: "HTTPInterfaceTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Platform"]),
+        .testTarget(
+            name: "PluginsTests",
+            dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Plugins", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
             name: "HIDTests",

@@ -14,15 +14,11 @@ enum MQTTDoctor {
             }
             mqtt = resolved
         } catch {
-            // A member of group plings may not read the service's broker credentials (plings:plings 0600): say
-            // what could not be checked instead of failing the check.
-            let credentials = [config.mqtt.usernameFile, config.mqtt.passwordFile].compactMap { $0 }
-            if let path = credentials.first(where: { access($0, F_OK) == 0 && access($0, R_OK) != 0 }) {
-                return DoctorCheck(
-                    "mqtt", .skip,
-                    "mqtt.url is \(config.mqtt.url ?? ""); this user cannot read \(path), so the broker "
-                        + "login is not checked (the service reads it)",
-                    fix: "run doctor as root to check the broker login: sudo plings-bridge doctor")
+            if let skip = context.unreadableCredential(
+                [config.mqtt.usernameFile, config.mqtt.passwordFile], check: "mqtt",
+                subject: "mqtt.url is \(config.mqtt.url ?? "")", what: "the broker login")
+            {
+                return skip
             }
             return DoctorCheck(
                 "mqtt", .fail, error.description, fix: "correct the mqtt section (docs/configuration.md)")

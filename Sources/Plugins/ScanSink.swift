@@ -1,3 +1,4 @@
+import Foundation
 import BridgeCore
 import Logging
 import Platform
@@ -91,6 +92,20 @@ public struct SinkDoctorContext: Sendable {
         self.configuration = configuration
         self.unreadableToken = unreadableToken
         self.logger = logger
+    }
+}
+
+extension SinkDoctorContext {
+    /// A `skip` finding when one of a section's credential `files` exists but this user may not read it (a member
+    /// of group plings; the service's files are plings:plings 0600): what could not be checked, instead of a
+    /// failure. Nil when every file is readable or missing (the section's own error then says what is wrong).
+    public func unreadableCredential(_ files: [String?], check: String, subject: String, what: String) -> DoctorCheck? {
+        guard let path = files.compactMap({ $0 }).first(where: { access($0, F_OK) == 0 && access($0, R_OK) != 0 })
+        else { return nil }
+        return DoctorCheck(
+            check, .skip,
+            "\(subject); this user cannot read \(path), so \(what) is not checked (the service reads it)",
+            fix: "run doctor as root to check \(what): sudo plings-bridge doctor")
     }
 }
 

@@ -1,0 +1,205 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Logging
+import Platform
+import Plugins
+import Spool
+import Testing
+
+/// The queued-sink runner over a real spool, with a scripted transport and no jitter (`random` 0: every backoff
+/// wait is zero), so each test sees the runner's decisions and not the clock.
+@Suite(.serialized)
+struct QueuedSinkRunnerTests {
+    /// A transport whose answers come from `answer`, recording every batch it was given.
+    final class ScriptedTransport: QueuedSinkTransport, Sendable {
+        let batches = Monitor<[[String]]>([])
+        let cancelled = Monitor(false)
+        let answer: @Sendable (_ call: Int, _ ids: [String]) -> QueuedDelivery
+
+        init(_ answer: @escaping @Sendable (_ call: Int, _ ids: [String]) -> QueuedDelivery) { self.answer = answer }
+
+        func deliver(_ batch: [SinkItem]) -> QueuedDelivery {
+            let ids = batch.map(\.record.id)
+            let call = batches.update { b -> Int in
+                b.append(ids)
+                return b.count
+            }
+            return answer(call, ids)
+        }
+
+        func cancel() { cancelled.update { $0 = true } }
+        var sent: [[String]] { batches.withLock { $0 } }
+    }
+
+    struct Rig {
+        let dir = TemporaryDirectory("runner")
+        let spool: Spool
+        let ids: [String]
+        let recorded = Monitor(0)
+        let changes = Monitor(0)
+
+        init(scans: Int) throws {
+            spool = try Spool(path: dir.file("spool.sqlite"))
+            try spool.registerSink("hook")
+            let builder = ScanBuilder(parser: PlingsURLParser())
+            var ids: [String] = []
+            for n in 0..<scans {
+                let read = Read(
+                    sourceKind: .manual, device: "t",
+                    raw: "https://s.plings.io/?t=q&i=Rn\(["a", "b", "c"][n % 3])&p=1.\(n)",
+                    time: Date())
+                let scan = builder.build(read, fix: nil)
+                try spool.insert([scan])
+                ids.append(scan.id)
+            }
+            self.ids = ids
+        }
+
+        func runner(_ transport: ScriptedTransport, batchSize: Int = 1) -> QueuedSinkRunner {
+            let (recorded, changes) = (self.recorded, self.changes)
+            return QueuedSinkRunner(
+                name: "hook", spool: spool, transport: transport,
+                options: .init(batchSize: batchSize, lease: 30), logger: Logger(minimum: .error),
+                healthChanged: { changes.update { $0 += 1 } }, delivered: { recorded.update { $0 += 1 } },
+                random: { 0 })
+        }
+
+        var stats: SinkStats? { (try? spool.sinkStats())?.first { $0.name == "hook" } }
+
+        /// Waits (bounded) until the queue holds no pending scan, looking each time an outcome was recorded.
+        func awaitDrained(timeout: Double = 10) -> Bool {
+            let deadline = MonotonicClock.deadline(after: timeout)
+            while stats?.pending != 0 {
+                let seen = recorded.withLock { $0 }
+                guard recorded.wait(until: deadline, for: { $0 > seen }) else { return stats?.pending == 0 }
+            }
+            return true
+        }
+    }
+
+    @Test func everyScanGoesInCaptureOrderInBatches() throws {
+        let rig = try Rig(scans: 7)
+        defer { rig.dir.remove() }
+        let transport = ScriptedTransport { _, _ in .delivered }
+        let runner = rig.runner(transport, batchSize: 3)
+        runner.start()
+        defer { runner.stop(deadline: MonotonicClock.deadline(after: 3)) }
+        #expect(rig.awaitDrained())
+        #expect(transport.sent == [Array(rig.ids[0..<3]), Array(rig.ids[3..<6]), [rig.ids[6]]])
+        #expect(rig.stats?.delivered == 7)
+        #expect(runner.currentStats == .init(attempts: 7, delivered: 7, dead: 0, failures: 0))
+    }
+
+    /// A batch refused for good goes again one scan at a time: only the scan the receiver refuses alone is
+    /// dead-lettered, the others are delivered, and order holds.
+    @Test func aRefusedBatchIsSplitAndOnlyTheRefusedScanIsDead() throws {
+        let rig = try Rig(scans: 5)
+        defer { rig.dir.remove() }
+        let bad = rig.ids[2]
+        let transport = ScriptedTransport { _, ids in ids.contains(bad) ? .dead(reason: "HTTP 422") : .delivered }
+        let runner = rig.runner(transport, batchSize: 4)
+        runner.start()
+        defer { runner.stop(deadline: MonotonicClock.deadline(after: 3)) }
+        #expect(rig.awaitDrained())
+        #expect(
+            transport.sent == [
+                Array(rig.ids[0..<4]), [rig.ids[0]], [rig.ids[1]], [rig.ids[2]], [rig.ids[3]], [rig.ids[4]],
+            ])
+        #expect(rig.stats?.delivered == 4)
+        #expect(rig.stats?.refused == 1)
+        // The deliveries after it cleared the sink's last error: it works (the refusal was logged with the scan).
+        #expect(rig.stats?.lastError == nil)
+        #expect(runner.currentStats.dead == 1)
+    }
+
+    /// Two failures, then answers: one change to failing, one back, nothing lost, the same scans retried first.
+    @Test func failuresAreRetriedInOrderAndToldOnce() throws {
+        let rig = try Rig(scans: 2)
+        defer { rig.dir.remove() }
+        let transport = ScriptedTransport { call, _ in
+            call <= 2 ? .retry(reason: "HTTP 503", retryAfter: nil) : .delivered
+        }
+        let runner = rig.runner(transport)
+        runner.start()
+        defer { runner.stop(deadline: MonotonicClock.deadline(after: 3)) }
+        #expect(rig.awaitDrained())
+        #expect(transport.sent == [[rig.ids[0]], [rig.ids[0]], [rig.ids[0]], [rig.ids[1]]])
+        #expect(rig.changes.withLock { $0 } == 2)
+        #expect(runner.currentHealth == .healthy)
+        #expect(runner.currentStats == .init(attempts: 4, delivered: 2, dead: 0, failures: 2))
+        #expect(rig.stats?.lastError == nil)
+    }
+
+    /// A refusal only a person can fix pauses delivery: nothing more is sent until a reload resumes it.
+    @Test func aPauseHoldsUntilResumed() throws {
+        let rig = try Rig(scans: 2)
+        defer { rig.dir.remove() }
+        let transport = ScriptedTransport { call, _ in call == 1 ? .paused(reason: "HTTP 401") : .delivered }
+        let runner = rig.runner(transport)
+        runner.start()
+        defer { runner.stop(deadline: MonotonicClock.deadline(after: 3)) }
+        #expect(rig.changes.wait(until: MonotonicClock.deadline(after: 5)) { $0 >= 1 })
+        guard case .paused(let reason, _) = runner.currentHealth else {
+            Issue.record("not paused: \(runner.currentHealth)")
+            return
+        }
+        #expect(reason == "HTTP 401")
+        runner.wake()
+        #expect(!transport.batches.wait(until: MonotonicClock.deadline(after: 0.5)) { $0.count > 1 })
+        #expect(rig.stats?.pending == 2)
+        runner.resume()
+        #expect(rig.awaitDrained())
+        #expect(runner.currentStats.attempts == 2)
+    }
+
+    /// Stopping abandons the attempt in flight (the transport is cancelled) by the deadline; its scan stays
+    /// pending with no attempt counted, and a new runner sends it at once (the lease was given back).
+    @Test func stopAbandonsTheAttemptInFlightAndKeepsTheScan() throws {
+        let rig = try Rig(scans: 1)
+        defer { rig.dir.remove() }
+        let blocking = ScriptedTransport { _, _ in .delivered }
+        let slow = ScriptedTransport { _, _ in
+            _ = blocking.cancelled.wait(until: MonotonicClock.deadline(after: 30)) { $0 }
+            return .abandoned
+        }
+        // `slow` waits on `blocking`'s cancel flag: cancel both when the runner stops.
+        final class Both: QueuedSinkTransport, Sendable {
+            let a: ScriptedTransport
+            let b: ScriptedTransport
+            init(_ a: ScriptedTransport, _ b: ScriptedTransport) { (self.a, self.b) = (a, b) }
+            func deliver(_ batch: [SinkItem]) -> QueuedDelivery { a.deliver(batch) }
+            func cancel() { b.cancel() }
+        }
+        let runner = QueuedSinkRunner(
+            name: "hook", spool: rig.spool, transport: Both(slow, blocking), options: .init(batchSize: 1, lease: 30),
+            logger: Logger(minimum: .error), random: { 0 })
+        runner.start()
+        #expect(slow.batches.wait(until: MonotonicClock.deadline(after: 5)) { $0.count == 1 })
+        let started = MonotonicClock.now()
+        runner.stop(deadline: MonotonicClock.deadline(after: 3))
+        #expect(MonotonicClock.now() - started < 2)
+        #expect(rig.stats?.pending == 1)
+        let next = rig.runner(ScriptedTransport { _, _ in .delivered })
+        next.start()
+        defer { next.stop(deadline: MonotonicClock.deadline(after: 3)) }
+        #expect(rig.awaitDrained())
+        #expect(next.currentStats.attempts == 1)
+    }
+
+    /// A scan another process claimed and never answered (it died) is sent once its lease ends, with no commit
+    /// to wake the runner.
+    @Test func aScanLeasedByADeadProcessGoesWhenItsLeaseEnds() throws {
+        let rig = try Rig(scans: 1)
+        defer { rig.dir.remove() }
+        #expect(try rig.spool.claimForSink("hook", now: Date(), lease: 0.5, limit: 1).count == 1)
+        let transport = ScriptedTransport { _, _ in .delivered }
+        let runner = rig.runner(transport)
+        let started = MonotonicClock.now()
+        runner.start()
+        defer { runner.stop(deadline: MonotonicClock.deadline(after: 3)) }
+        #expect(rig.awaitDrained())
+        #expect(MonotonicClock.now() - started >= 0.4)
+        #expect(transport.sent == [rig.ids])
+    }
+}
