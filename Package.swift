@@ -63,6 +63,10 @@ let package = Package(
         // Publishing scans and device health to an MQTT broker, from the spool (its own delivery state).
         .target(
             name: "MQTT", dependencies: ["BridgeCore", "Logging", "Spool", "CMosquittoShim", "Platform", "Plugins"]),
+        // POSTing scans to a webhook, on the queued-sink runner.
+        .target(
+            name: "Webhook",
+            dependencies: ["BridgeCore", "CCryptoShim", "HTTPTransport", "Logging", "Plugins", "Spool"]),
         // The local HTTP interface: bench page, scan feed (server-sent events), status, metrics, health.
         .target(
             name: "HTTPInterface",
@@ -91,7 +95,7 @@ let package = Package(
             name: "Bridge",
             dependencies: [
                 "BridgeCore", "Logging", "Spool", "Forwarder", "MQTT", "Location", "HID", "NFC", "Serial", "CSysShim",
-                "Platform", "Plugins", "ReadPipeline", "HIDPOS", "HTTPInterface", "HTTPTransport",
+                "Platform", "Plugins", "ReadPipeline", "HIDPOS", "HTTPInterface", "HTTPTransport", "Webhook",
             ]),
         // The CLI: thin.
         .executableTarget(
@@ -128,7 +132,7 @@ let package = Package(
             name: "BridgeTests",
             dependencies: [
                 "Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Forwarder", "Serial", "Plugins", "Platform",
-                "BridgeTestSupport", "HIDPOS", "HTTPInterface",
+                "BridgeTestSupport", "HIDPOS", "HTTPInterface", "Webhook",
             ]),
         .testTarget(
             name: "PipelineTests",
@@ -147,6 +151,11 @@ let package = Package(
         .testTarget(
             name: "PluginsTests",
             dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Plugins", "Spool"]),
+        .testTarget(
+            name: "WebhookTests", dependencies: ["BridgeCore", "HTTPTransport", "Webhook"]),
+        // The process-level tests: the real bridge with its real neighbours (receivers, brokers, spools).
+        .testTarget(
+            name: "EndToEndTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Platform", "Spool"]),
         .testTarget(name: "OpsTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
             name: "HIDTests",

@@ -82,6 +82,16 @@ public final class APIStandIn: Sendable {
     private func control(_ method: String, _ path: String, body: [String: Any]? = nil, timeout: Double = 10) throws
         -> [String: Any]
     {
+        try RigControl.request(port: port, method, path, body: body, timeout: timeout)
+    }
+}
+
+/// The control endpoints of the Python stand-ins (`/_control/...`), asked with curl.
+public enum RigControl {
+    /// The JSON object a stand-in on `port` answers to `method path` with `body`, within `timeout` seconds.
+    public static func request(
+        port: Int, _ method: String, _ path: String, body: [String: Any]? = nil, timeout: Double = 10
+    ) throws -> [String: Any] {
         var args = ["-s", "-X", method, "--max-time", String(Int(timeout) + 1), "http://127.0.0.1:\(port)\(path)"]
         if let body {
             let data = try JSONSerialization.data(withJSONObject: body)

@@ -4,6 +4,7 @@
 #include <openssl/core_names.h>
 #include <openssl/ec.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/param_build.h>
 
 int plings_ecdsa_verify_raw(const char *curve, const uint8_t *pub, size_t pub_len, const uint8_t *digest,
@@ -47,4 +48,21 @@ done:
     OSSL_PARAM_free(params);
     OSSL_PARAM_BLD_free(build);
     return result;
+}
+
+int plings_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *data, size_t data_len, uint8_t out[32]) {
+    unsigned int length = 0;
+    // A zero-length key is a valid HMAC key; OpenSSL wants a non-NULL pointer for it.
+    static const uint8_t empty[1] = {0};
+    if (HMAC(EVP_sha256(), key_len ? key : empty, (int)key_len, data_len ? data : empty, data_len, out, &length)
+        == NULL)
+        return 0;
+    return length == 32;
+}
+
+int plings_sha256(const uint8_t *data, size_t data_len, uint8_t out[32]) {
+    static const uint8_t empty[1] = {0};
+    unsigned int length = 0;
+    if (EVP_Digest(data_len ? data : empty, data_len, out, &length, EVP_sha256(), NULL) != 1) return 0;
+    return length == 32;
 }

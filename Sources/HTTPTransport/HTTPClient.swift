@@ -7,6 +7,13 @@ public struct HTTPResponse: Sendable {
     public var retryAfter: String?
     public var location: String?
     public var body: [UInt8]
+
+    public init(status: Int, retryAfter: String? = nil, location: String? = nil, body: [UInt8] = []) {
+        self.status = status
+        self.retryAfter = retryAfter
+        self.location = location
+        self.body = body
+    }
 }
 
 /// A transport failure before any HTTP answer: refused, reset, DNS, timeout, TLS. Always transient.

@@ -64,6 +64,20 @@ extension Spool {
         }
     }
 
+    /// When the earliest lease on `sink`'s queue ends (a claim of a process that died, or of this one still in
+    /// flight); nil when no scan is leased. Called when a claim found fewer scans than it wanted: every pending scan
+    /// not claimed then is leased, so this reads only those few.
+    public func nextLeaseEnd(forSink sink: String) throws(SpoolError) -> Date? {
+        try withBookkeeping { db throws(SQLiteError) in
+            let s = try db.prepare(
+                "SELECT MIN(next_attempt_at) FROM sink_queue WHERE sink = ?1 AND state = 'pending' AND next_attempt_at IS NOT NULL"
+            )
+            try s.bind(1, sink)
+            guard try s.step(), let text = s.string(0) else { return nil }
+            return Timestamp.parse(text)
+        }
+    }
+
     /// Records one attempt's result on the scans sent together, in one transaction, with the sink's last error
     /// (cleared by a delivery). Only rows still pending change: an operator's purge or retry meanwhile wins.
     public func recordSinkAttempt(_ sink: String, seqs: [Int], _ attempt: SinkAttempt, now: Date) throws(SpoolError) {

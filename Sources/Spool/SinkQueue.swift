@@ -23,7 +23,8 @@ public struct SinkStats: Sendable, Equatable {
     public func json() -> JSONValue {
         .object([
             ("enabled", .bool(enabled)), ("pending", .integer(pending)), ("delivered", .integer(delivered)),
-            ("refused", .integer(refused)), ("oldestPendingAge", oldestPendingAge.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
+            ("refused", .integer(refused)),
+            ("oldestPendingAge", oldestPendingAge.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
             ("lastError", lastError.map(JSONValue.string) ?? .null),
         ])
     }

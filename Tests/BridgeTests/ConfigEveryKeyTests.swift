@@ -8,6 +8,7 @@ import MQTT
 import NFC
 import Serial
 import Testing
+import Webhook
 
 @testable import BridgeCore
 
@@ -118,6 +119,14 @@ struct ConfigEveryKeyTests {
         Case(path: "mqtt.homeAssistantPrefix", json: #""ha/disc""#, text: "ha/disc") {
             $0.mqtt.homeAssistantPrefix == "ha/disc"
         },
+        Case(path: "webhook.url", json: #""https://hooks.example/scan""#, text: "https://hooks.example/scan") {
+            $0.webhook.url == "https://hooks.example/scan"
+        },
+        Case(path: "webhook.tokenFile", json: #""/etc/wt""#, text: "/etc/wt") { $0.webhook.tokenFile == "/etc/wt" },
+        Case(path: "webhook.secretFile", json: #""/etc/ws""#, text: "/etc/ws") { $0.webhook.secretFile == "/etc/ws" },
+        Case(path: "webhook.timeout", json: "2.5", text: "2.5") { $0.webhook.timeout == 2.5 },
+        Case(path: "webhook.batchSize", json: "20", text: "20") { $0.webhook.batchSize == 20 },
+        Case(path: "webhook.allowInsecureHTTP", json: "true", text: "yes") { $0.webhook.allowInsecureHTTP },
         Case(path: "http.listen", json: #""[::1]:9000""#, text: "[::1]:9000") { $0.http.listen == "[::1]:9000" },
         Case(path: "http.tokenFile", json: #""/etc/t""#, text: "/etc/t") { $0.http.tokenFile == "/etc/t" },
         Case(path: "http.certFile", json: #""/etc/c.pem""#, text: "/etc/c.pem") { $0.http.certFile == "/etc/c.pem" },

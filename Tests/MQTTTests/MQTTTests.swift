@@ -125,7 +125,7 @@ struct MQTTTests {
         let list = try run(s, ["spool", "list", "--json"]).stdoutLines
         #expect(list.allSatisfy { $0.contains(#""sinks":{"mqtt":"delivered"}"#) })
         let stats = try run(s, ["spool", "stats"]).stdout
-        #expect(stats.contains("sink mqtt: 0 pending, 2 published"))
+        #expect(stats.contains("sink mqtt: 0 pending, 2 delivered"))
         // The status file is refreshed every few seconds.
         #expect(
             eventually(timeout: 15) {

@@ -199,10 +199,12 @@ struct DayTwoTests {
         // gpsd on a port nobody listens on: the fix age is there, +Inf, before any fix. The local interface (its
         // families are documented too) on a port of this test's own.
         let http = #""http": {"listen": "127.0.0.1:\#(try ListeningSocket.freePort())"}"#
+        // A webhook whose receiver is not there: its families are exported all the same.
+        let webhook = #""webhook": {"url": "http://127.0.0.1:9/hook"}"#
         try write(
             """
             {"metrics": {"textfile": "\(metrics)", "interval": 1}, "location": {"gpsd": "127.0.0.1:9"}, \(http),
-             "mqtt": {"url": "\(broker.url)", "allowInsecure": true, "deviceId": "gate7"}}
+             "mqtt": {"url": "\(broker.url)", "allowInsecure": true, "deviceId": "gate7"}, \(webhook)}
             """, config)
         let env = Products.isolatedEnvironment(home: dir.path, listensHTTP: true)
         let bridge = try RunningProcess(binary, ["run", "--config", config, "--no-nfc", "--no-hid"], environment: env)
@@ -236,7 +238,7 @@ struct DayTwoTests {
         try write(
             """
             {"metrics": {"textfile": "\(metrics)", "interval": 1}, "location": {"gpsd": "127.0.0.1:9"}, \(http),
-             "mqtt": {"url": "\(broker.url)", "allowInsecure": true, "deviceId": "gate7"}, \(apiSection)}
+             "mqtt": {"url": "\(broker.url)", "allowInsecure": true, "deviceId": "gate7"}, \(webhook), \(apiSection)}
             """, config)
         bridge.signal(SIGHUP)
         #expect(

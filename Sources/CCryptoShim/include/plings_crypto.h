@@ -11,4 +11,11 @@
 int plings_ecdsa_verify_raw(const char *curve, const uint8_t *pub, size_t pub_len, const uint8_t *digest,
                             size_t digest_len, const uint8_t *signature, size_t signature_len);
 
+/// HMAC-SHA256 (RFC 2104, FIPS 180-4) of `data` under `key`, into `out` (32 bytes). Returns 1 on success, 0 when
+/// libcrypto failed.
+int plings_hmac_sha256(const uint8_t *key, size_t key_len, const uint8_t *data, size_t data_len, uint8_t out[32]);
+
+/// SHA-256 of `data` into `out` (32 bytes). Returns 1 on success, 0 when libcrypto failed.
+int plings_sha256(const uint8_t *data, size_t data_len, uint8_t out[32]);
+
 #endif

@@ -1,0 +1,166 @@
+import BridgeCore
+import BridgeTestSupport
+import Foundation
+import Platform
+import Spool
+import Testing
+
+/// The real bridge (`run`) POSTing to the webhook receiver stand-in through its faults: every scan is taken at
+/// least once, none is lost, each request is signed and keyed as docs/contracts.md ("Webhook request") says.
+@Suite(.serialized)
+struct WebhookEndToEndTests {
+    let binary = Products.path("plings-bridge")
+
+    struct Rig {
+        let receiver: WebhookReceiver
+        let dir = TemporaryDirectory("webhook-e2e")
+        let config: String
+        var spoolPath: String { dir.file("spool.sqlite") }
+        var environment: [String: String] { Products.isolatedEnvironment(home: dir.path) }
+
+        init(batchSize: Int = 1, timeout: Double = 1) throws {
+            receiver = try WebhookReceiver()
+            config = dir.file("config.json")
+            try """
+            {"webhook": {"url": "\(receiver.url)", "tokenFile": "\(receiver.tokenFile)",
+                         "secretFile": "\(receiver.secretFile)", "timeout": \(timeout), "batchSize": \(batchSize)},
+             "nfc": {"enabled": false}, "hid": {"enabled": false}, "location": {"enabled": false}}
+            """.write(toFile: config, atomically: true, encoding: .utf8)
+        }
+
+        /// Commits `count` scans in one transaction, as another process does (`scan`): the running bridge is woken
+        /// by the spool's change, not by its own pipeline. (Scans committed before the bridge first registered the
+        /// sink are not queued for it: enabling a sink does not replay history.)
+        func commit(_ count: Int, tag: String) throws -> [String] {
+            let spool = try Spool(path: spoolPath)
+            let builder = ScanBuilder(parser: PlingsURLParser())
+            let letters = Array("abcdefghijkmnopqrstuvwxyz")
+            let scans = (0..<count).map { n in
+                let raw = "https://s.plings.io/?t=q&i=\(tag)\(letters[n % letters.count])&p=1.\(n)"
+                return builder.build(Read(sourceKind: .manual, device: "e2e", raw: raw, time: Date()), fix: nil)
+            }
+            try spool.insert(scans)
+            return scans.map(\.id)
+        }
+
+        /// The sink's queue once nothing is pending (the bridge records an answer just after the receiver sent it).
+        func drainedQueue(timeout: Double = 10) throws -> SinkStats? {
+            let spool = try Spool(path: spoolPath)
+            let deadline = MonotonicClock.deadline(after: timeout)
+            while true {
+                let queue = try spool.sinkStats().first { $0.name == "webhook" }
+                if queue?.pending == 0 || MonotonicClock.now() > deadline { return queue }
+                Thread.sleep(forTimeInterval: 0.05)
+            }
+        }
+
+        func startBridge() throws -> RunningProcess {
+            let bridge = try RunningProcess(
+                Products.path("plings-bridge"), ["run", "--config", config, "--spool", spoolPath],
+                environment: environment)
+            guard bridge.waitForLogLine(timeout: 20, where: { $0.contains("ready: waiting for reads") }) != nil else {
+                throw RigError("the bridge did not start: \(bridge.stderrText)")
+            }
+            return bridge
+        }
+
+        /// Waits (bounded) until the receiver took every id in `ids`.
+        func awaitTaken(_ ids: [String], timeout: Double) throws -> Bool {
+            let deadline = MonotonicClock.deadline(after: timeout)
+            while MonotonicClock.now() < deadline {
+                if Set(ids).isSubset(of: Set(try receiver.taken())) { return true }
+                _ = try receiver.requests(min: try receiver.requests().count + 1, wait: 0.5)
+            }
+            return false
+        }
+
+        func teardown() {
+            receiver.stop()
+            dir.remove()
+        }
+    }
+
+    /// 500s, answers slower than the timeout, an outage (connections refused), and the bridge SIGKILLed while a
+    /// request is out: afterwards every scan was taken, every request carried a valid signature and token and the
+    /// scan's id as its key, the queue is empty, and `status` shows the sink delivering.
+    @Test func everyScanArrivesAtLeastOnceThroughFaultsAndAKill() throws {
+        let rig = try Rig()
+        defer { rig.teardown() }
+        var all: [String] = []
+        var bridge = try rig.startBridge()
+        defer { bridge.stop() }
+
+        try rig.receiver.setMode("500")
+        all += try rig.commit(4, tag: "Fa")
+        #expect(try rig.receiver.requests(min: 2, wait: 15).count >= 2)
+        try rig.receiver.setMode("ok")
+        #expect(try rig.awaitTaken(all, timeout: 30))
+
+        try rig.receiver.setMode("slow", ["delay": 2])
+        all += try rig.commit(3, tag: "Sl")
+        #expect(try rig.receiver.requests(min: all.count + 3, wait: 15).count >= all.count + 3)
+        try rig.receiver.setMode("ok")
+        #expect(try rig.awaitTaken(all, timeout: 30))
+
+        try rig.receiver.goAway()
+        all += try rig.commit(5, tag: "Out")
+        #expect(bridge.waitForLogLine(timeout: 15, where: { $0.contains("webhook: delivery failing") }) != nil)
+        try rig.receiver.comeBack()
+        #expect(try rig.awaitTaken(all, timeout: 60))
+
+        // A request is out (the receiver holds it) when the bridge dies: it is sent again by the next one.
+        try rig.receiver.setMode("slow", ["delay": 0.8])
+        let before = try rig.receiver.requests().count
+        all += try rig.commit(2, tag: "Kil")
+        _ = try rig.receiver.requests(min: before + 1, wait: 15)
+        bridge.signal(SIGKILL)
+        _ = bridge.waitForExit(timeout: 5)
+        try rig.receiver.setMode("ok")
+        bridge = try rig.startBridge()
+        #expect(try rig.awaitTaken(all, timeout: 60))
+
+        let requests = try rig.receiver.requests()
+        #expect(requests.allSatisfy { $0.error == nil }, "\(requests.compactMap(\.error))")
+        #expect(requests.allSatisfy { $0.signature == true })
+        #expect(requests.allSatisfy { $0.key != nil && $0.key == $0.expectedKey && !$0.batch })
+        #expect(Set(try rig.receiver.taken()) == Set(all))
+        let queue = try #require(try rig.drainedQueue())
+        #expect(queue.pending == 0 && queue.delivered == all.count && queue.refused == 0, "\(queue)")
+        let status = try ProcessRunner.run(
+            binary, ["status", "--json", "--config", rig.config, "--spool", rig.spoolPath],
+            environment: rig.environment)
+        let webhook = try JSONParser.parse(status.stdout)["webhook"]
+        #expect(webhook?["state"]?.stringValue == "delivering")
+        #expect(webhook?["url"]?.stringValue == rig.receiver.url)
+        #expect(!bridge.stderrText.contains(rig.receiver.secret) && !bridge.stderrText.contains(rig.receiver.token))
+    }
+
+    /// Batches: an array per request under the key of its ids; a batch the receiver refuses as too large goes
+    /// again one scan at a time, and the one scan it refuses for good (422) is kept as refused, the rest taken.
+    @Test func batchesAreKeyedAndARefusedScanIsKeptAsRefused() throws {
+        let rig = try Rig(batchSize: 4, timeout: 5)
+        defer { rig.teardown() }
+        let bridge = try rig.startBridge()
+        defer { bridge.stop() }
+        // The ids are made before the commit, so the receiver knows which one to refuse.
+        try rig.receiver.setMode("500")
+        let ids = try rig.commit(10, tag: "Bt")
+        _ = try rig.receiver.requests(min: 1, wait: 10)
+        try rig.receiver.setMode("413-batch", ["refuse": [ids[5]]])
+        var rest = ids
+        rest.remove(at: 5)
+        #expect(try rig.awaitTaken(rest, timeout: 30))
+        #expect(
+            bridge.waitForLogLine(timeout: 10, where: { $0.contains("refused for good") && $0.contains(ids[5]) }) != nil
+        )
+        let requests = try rig.receiver.requests()
+        #expect(requests.allSatisfy { $0.batch && $0.key == $0.expectedKey && $0.signature == true })
+        #expect(requests.contains { $0.ids.count == 4 && $0.status == 413 })
+        #expect(Set(try rig.receiver.taken()) == Set(rest))
+        // Capture order: the scans were taken oldest first.
+        let order = try rig.receiver.taken()
+        #expect(order == rest)
+        let queue = try #require(try rig.drainedQueue())
+        #expect(queue.pending == 0 && queue.delivered == 9 && queue.refused == 1, "\(queue)")
+    }
+}
