@@ -98,7 +98,8 @@ public final class QueuedSinkSlot<Settings: Sendable & Equatable>: ScanSink {
         } catch {
             // A full disk at start: the queue registered by an earlier start (if any) is still there, and what
             // it holds still goes; a commit cannot succeed on that disk either.
-            logger.error("\(kind.name): cannot register its queue; delivering what it holds", [("error", error.description)])
+            logger.error(
+                "\(kind.name): cannot register its queue; delivering what it holds", [("error", error.description)])
         }
         let runner = QueuedSinkRunner(
             name: kind.name, spool: context.spool, transport: transport, options: kind.options(settings),
