@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -21,6 +22,12 @@ struct plings_httpd_server {
 
 struct plings_httpd_request {
     struct MHD_Connection *connection;
+    /// The request target as it arrived (before percent-decoding), and its length up to the first NUL.
+    const char *raw_target;
+    size_t raw_target_length;
+    /// Why the request is malformed (answered 400 and closed before any handler sees it); NULL when it is not.
+    const char *malformed;
+    int started;
     plings_httpd_server *server;
     const char *method;
     const char *path;
@@ -80,31 +87,160 @@ static int listen_socket(const char *address, uint16_t port, int *ipv6, char *er
     return fd;
 }
 
-static enum MHD_Result queue_plain(struct MHD_Connection *connection, unsigned status, const char *text) {
+// Answers `text` (copied) and closes the connection, with the headers every answer carries.
+static enum MHD_Result queue_plain_copy(struct MHD_Connection *connection, unsigned status, const char *text) {
     struct MHD_Response *response =
-        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+        MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_MUST_COPY);
     if (response == NULL) return MHD_NO;
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/plain; charset=utf-8");
+    MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    MHD_add_response_header(response, "X-Content-Type-Options", "nosniff");
     MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result result = MHD_queue_response(connection, status, response);
     MHD_destroy_response(response);
     return result;
 }
 
+static enum MHD_Result queue_plain(struct MHD_Connection *connection, unsigned status, const char *text) {
+    return queue_plain_copy(connection, status, text);
+}
+
+// A byte no request target or header may carry (RFC 9110 section 5.5, RFC 9112 section 3.2): a control character
+// other than horizontal tab in a value. A NUL in particular would cut what the handler acts on short of what came.
+static int is_control(unsigned char c, int tab_allowed) { return (c < 0x20 && !(tab_allowed && c == '\t')) || c == 0x7f; }
+
+// Whether a request target, still percent-encoded, carries a control byte, raw or as %XX.
+static int target_has_control(const char *target) {
+    for (const unsigned char *p = (const unsigned char *)target; *p; p++) {
+        if (is_control(*p, 0) || *p == ' ') return 1;
+        if (p[0] == '%' && p[1] && p[2]) {
+            char hex[3] = {(char)p[1], (char)p[2], 0};
+            char *end = NULL;
+            long byte = strtol(hex, &end, 16);
+            if (end == hex + 2 && is_control((unsigned char)byte, 0)) return 1;
+        }
+    }
+    return 0;
+}
+
+// MHD's URI log callback: it sees the target before it is decoded; what it returns is the request's state.
+static void *note_target(void *cls, const char *uri, struct MHD_Connection *connection) {
+    (void)cls;
+    plings_httpd_request *request = calloc(1, sizeof *request);
+    if (request == NULL) return NULL;
+    request->connection = connection;
+    request->raw_target = uri;
+    request->raw_target_length = strlen(uri);
+    if (target_has_control(uri)) request->malformed = "a control byte in the request target";
+    return request;
+}
+
+struct header_check {
+    /// Where the previous header's value ended, and the end of the header block in MHD's read buffer.
+    const char *previous_end;
+    const char *block_end;
+    int hosts;
+    int content_lengths;
+    int transfer_encodings;
+    const char *content_length;
+    const char *malformed;
+};
+
+// MHD parses the header block in place and ends each name and value with a NUL where its separator or line end
+// was: between one value's end and the next name there are only those and whitespace. Anything else there was
+// hidden behind a NUL byte inside the value, which every string API here would cut.
+static int hides_bytes(const char *from, const char *to) {
+    for (const char *p = from; p < to; p++) {
+        if (*p != 0 && *p != '\r' && *p != '\n' && *p != ' ' && *p != '\t') return 1;
+    }
+    return 0;
+}
+
+static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
+                                    const char *value, size_t value_size) {
+    (void)kind;
+    struct header_check *check = cls;
+    if (check->previous_end != NULL && key > check->previous_end && key < check->block_end &&
+        hides_bytes(check->previous_end, key))
+        check->malformed = "a NUL byte in a header";
+    check->previous_end = value != NULL ? value + strlen(value) : key + strlen(key);
+    if (key == NULL || strlen(key) != key_size || key_size == 0) {
+        check->malformed = "a malformed header name";
+        return MHD_YES;
+    }
+    for (size_t i = 0; i < key_size; i++) {
+        unsigned char c = (unsigned char)key[i];
+        if (is_control(c, 0) || c == ' ' || c == '\t' || c == ':') check->malformed = "a malformed header name";
+    }
+    if (value != NULL) {
+        if (strlen(value) != value_size) check->malformed = "a NUL byte in a header";
+        for (size_t i = 0; i < value_size; i++) {
+            if (is_control((unsigned char)value[i], 1)) check->malformed = "a control byte in a header";
+        }
+    }
+    if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) check->hosts++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) check->transfer_encodings++;
+    if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+        if (check->content_length != NULL && value != NULL && strcmp(check->content_length, value) != 0)
+            check->malformed = "two different Content-Length headers";
+        check->content_length = value;
+        check->content_lengths++;
+    }
+    return MHD_YES;
+}
+
+// The framing rules of RFC 9112 (sections 3.2 and 6.3) that MHD leaves to the application, checked once per
+// request before anything acts on it: one Host (exactly one in HTTP/1.1), no Content-Length beside a
+// Transfer-Encoding, no two Content-Lengths that differ, nothing hidden behind a NUL. NULL when it holds.
+static const char *malformed_request(plings_httpd_request *request, const char *method, const char *version) {
+    if (request->malformed != NULL) return request->malformed;
+    // MHD parses the request line in place: the version follows the target's terminating NUL. Anything more in
+    // between was behind a NUL byte inside the target.
+    if (request->raw_target != NULL && version > request->raw_target &&
+        (size_t)(version - request->raw_target) < 65536 &&
+        (size_t)(version - request->raw_target) > request->raw_target_length + 1)
+        return "a NUL byte in the request target";
+    struct header_check check = {0};
+    const union MHD_ConnectionInfo *size =
+        MHD_get_connection_info(request->connection, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+    check.block_end = size != NULL && method != NULL ? method + size->header_size : NULL;
+    MHD_get_connection_values_n(request->connection, MHD_HEADER_KIND, check_header, &check);
+    // The last value: up to the end of the block (the empty line that ends it).
+    if (check.malformed == NULL && check.previous_end != NULL && check.block_end != NULL &&
+        check.previous_end < check.block_end && check.block_end - check.previous_end < 65536 &&
+        hides_bytes(check.previous_end, check.block_end))
+        check.malformed = "a NUL byte in a header";
+    if (check.malformed != NULL) return check.malformed;
+    if (check.hosts > 1) return "more than one Host header";
+    if (check.hosts == 0 && strcmp(version, MHD_HTTP_VERSION_1_1) == 0) return "no Host header";
+    if (check.content_lengths > 0 && check.transfer_encodings > 0)
+        return "Content-Length together with Transfer-Encoding";
+    return NULL;
+}
+
 static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connection, const char *url,
                                       const char *method, const char *version, const char *upload_data,
                                       size_t *upload_data_size, void **con_cls) {
-    (void)version;
     plings_httpd_server *server = cls;
     plings_httpd_request *request = *con_cls;
     if (request == NULL) {
         request = calloc(1, sizeof *request);
         if (request == NULL) return MHD_NO;
         request->connection = connection;
+        *con_cls = request;
+    }
+    if (!request->started) {
+        request->started = 1;
         request->server = server;
         request->method = method;
         request->path = url;
-        *con_cls = request;
+        const char *malformed = malformed_request(request, method, version);
+        if (malformed != NULL) {
+            request->responded = 1;
+            char text[160];
+            snprintf(text, sizeof text, "bad request: %s\n", malformed);
+            return queue_plain_copy(connection, MHD_HTTP_BAD_REQUEST, text);
+        }
         const char *declared =
             MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (declared != NULL && strtoull(declared, NULL, 10) > server->max_body) {
@@ -201,6 +337,7 @@ plings_httpd_server *plings_httpd_start(const plings_httpd_options *options, pli
         // Request headers and the connection's buffers: bounded per connection.
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)note_target, NULL},
         // Handlers run Swift and SQLite; 512 KiB is ample and keeps 64 connections' address space small.
         {MHD_OPTION_THREAD_STACK_SIZE, 512 * 1024, NULL},
         {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, (void *)options->cert_pem},

@@ -50,6 +50,10 @@ struct HTTPRoutes: Sendable {
         case .methodNotAllowed:
             return request.respond(
                 405, Self.common + [Self.plain, ("Allow", "GET, HEAD")], text: "this interface is read-only\n")
+        case .badHost:
+            return request.respond(
+                400, Self.common + [Self.plain, ("Connection", "close")],
+                text: "the Host header is not a host name with an optional port\n")
         }
         switch path {
         case "/": page(request, BenchPage.html, "text/html; charset=utf-8")

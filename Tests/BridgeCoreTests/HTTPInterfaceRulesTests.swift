@@ -108,6 +108,27 @@ struct HTTPInterfaceRulesTests {
         #expect(verdict("HEAD", "/", host: "127.0.0.1") == .allowed)
     }
 
+    /// Host is `uri-host [ ":" port ]` (RFC 9110 section 7.2; RFC 3986 section 3.2.2): anything else is 400 before
+    /// the loopback check, so no suffix or userinfo rides on a loopback name.
+    @Test func aHostHeaderIsAHostAndAnOptionalPort() {
+        for (header, host) in [
+            ("127.0.0.1", "127.0.0.1"), ("127.0.0.1:8731", "127.0.0.1"), ("[::1]:8731", "::1"), ("[::1]", "::1"),
+            ("localhost", "localhost"), ("gate7.example:443", "gate7.example"), ("127.0.0.1:", "127.0.0.1"),
+            ("xn--bcher-kva.example", "xn--bcher-kva.example"),
+        ] {
+            #expect(HTTPAccessPolicy.hostName(header) == host, "\(header)")
+        }
+        for header in [
+            "", "127.0.0.1:1@evil.example", "[::1].evil.example", "localhost:8731.evil.example", "127.0.0.1:abc",
+            "127.0.0.1/x", "[::1", "a b", "127.0.0.1:80:80", "[]", "host\u{0}.evil",
+        ] {
+            #expect(HTTPAccessPolicy.hostName(header) == nil, "\(header)")
+            let verdict = HTTPAccessPolicy(token: nil, tls: false).verdict(
+                method: "GET", path: "/status", host: header, authorization: nil, cookie: nil)
+            #expect(verdict == .badHost, "\(header)")
+        }
+    }
+
     @Test func withATokenEveryRequestPresentsIt() {
         let token = "s3cret; with \"odd\" bytes=ø"
         let guarded = HTTPAccessPolicy(token: token, tls: true)
@@ -121,6 +142,9 @@ struct HTTPInterfaceRulesTests {
         #expect(verdict("/status", authorization: "Bearer " + token + "x") == .unauthorized)
         #expect(verdict("/status", authorization: "Bearer " + token.dropLast()) == .unauthorized)
         #expect(verdict("/status", authorization: "Basic " + token) == .unauthorized)
+        // The scheme is case-insensitive (RFC 9110 section 11.1), the token is not.
+        #expect(verdict("/status", authorization: "bearer " + token) == .allowed)
+        #expect(verdict("/status", authorization: "bearer " + token.uppercased()) == .unauthorized)
         for path in ["/login", "/app.css", "/app.js"] { #expect(verdict(path) == .allowed) }
         // The cookie a good login sets lets a browser's EventSource in; it carries only cookie-safe characters
         // (RFC 6265 section 4.1.1), and is HttpOnly, SameSite=Strict and Secure over TLS.

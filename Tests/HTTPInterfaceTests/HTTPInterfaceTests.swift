@@ -263,6 +263,81 @@ struct HTTPInterfaceTests {
         #expect(refused.stderr.contains("http.listen 0.0.0.0:\(exposed.port) is reachable from other machines"))
     }
 
+    /// Requests the server must refuse before anything acts on them (issue 42): a NUL or control byte in the
+    /// target or a header (a NUL would cut what the handler sees: `/status%00.html` served `/status`), no Host or two
+    /// in HTTP/1.1 and a Host that is not `host[:port]` (RFC 9110 section 7.2, RFC 3986 section 3.2.2), whitespace
+    /// before a header's colon, Content-Length beside Transfer-Encoding or two that differ (RFC 9112 sections
+    /// 3.2, 5.1 and 6.3): each gets one 400, with `no-store` and `nosniff`, and the connection closed. The
+    /// well-formed ones beside them are answered as before, and the Bearer scheme is case-insensitive.
+    @Test func malformedRequestsGet400AndClose() throws {
+        let token = "tok-\(UUID().uuidString)"
+        let tokenFile = TemporaryDirectory("http-token")
+        defer { tokenFile.remove() }
+        try (token + "\n").write(toFile: tokenFile.file("t"), atomically: true, encoding: .utf8)
+        let open = try setup()
+        defer { open.dir.remove() }
+        let bridge = try startBridge(open)
+        defer { bridge.stop() }
+        let host = "Host: 127.0.0.1:\(open.port)\r\n"
+        let close = "Connection: close\r\n\r\n"
+        let malformed: [String: String] = [
+            "nulInTarget": "GET /status\u{0}.html HTTP/1.1\r\n\(host)\r\n",
+            "encodedNulInTarget": "GET /status%00.html HTTP/1.1\r\n\(host)\r\n",
+            "encodedNulInArgument": "GET /scans?after=1%00x HTTP/1.1\r\n\(host)\r\n",
+            "encodedControlInTarget": "GET /status%0d%0aX:1 HTTP/1.1\r\n\(host)\r\n",
+            "nulInHost": "GET /status HTTP/1.1\r\nHost: 127.0.0.1\u{0}.evil.example\r\n\r\n",
+            "nulInAMiddleHeader": "GET /status HTTP/1.1\r\nX-A: a\u{0}b\r\n\(host)\r\n",
+            "controlInHeader": "GET /status HTTP/1.1\r\n\(host)X-A: a\u{1}b\r\n\r\n",
+            "noHost": "GET /status HTTP/1.1\r\n\r\n",
+            "twoHosts": "GET /status HTTP/1.1\r\n\(host)\(host)\r\n",
+            "userinfoInHost": "GET /status HTTP/1.1\r\nHost: 127.0.0.1:1@evil.example\r\n\r\n",
+            "textAfterIPv6Literal": "GET /status HTTP/1.1\r\nHost: [::1].evil.example\r\n\r\n",
+            "textAfterPort": "GET /status HTTP/1.1\r\nHost: localhost:\(open.port).evil.example\r\n\r\n",
+            "lettersInPort": "GET /status HTTP/1.1\r\nHost: 127.0.0.1:abc\r\n\r\n",
+            "spaceBeforeColon": "GET /status HTTP/1.1\r\nHost : 127.0.0.1\r\n\r\n",
+            "contentLengthAndChunked":
+                "GET /status HTTP/1.1\r\n\(host)Content-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            "twoContentLengths": "GET /status HTTP/1.1\r\n\(host)Content-Length: 0\r\nContent-Length: 5\r\n\r\n",
+        ]
+        let wellFormed: [String: String] = [
+            "plain": "GET /status HTTP/1.1\r\n\(host)\(close)",
+            "ipv6Literal": "GET /healthz HTTP/1.1\r\nHost: [::1]:\(open.port)\r\n\(close)",
+            "tabInAValue": "GET /healthz HTTP/1.1\r\nHost: localhost\r\nUser-Agent: a\tb\r\n\(close)",
+            "encodedLetter": "GET /stat%75s HTTP/1.1\r\n\(host)\(close)",
+            "http10WithoutHost": "GET /healthz HTTP/1.0\r\n\r\n",
+        ]
+        func send(_ requests: [String: String]) throws -> [String: JSONValue] {
+            let body = JSONValue.object(requests.map { ($0.key, JSONValue.string($0.value)) }).encoded()
+            let result = try ProcessRunner.run(
+                "/usr/bin/python3", [Products.rig("http/raw_requests.py"), String(open.port)], stdin: body)
+            var answers: [String: JSONValue] = [:]
+            for line in result.stdoutLines {
+                let answer = try JSONParser.parse(Array(line.utf8))
+                answers[answer["name"]?.stringValue ?? ""] = answer
+            }
+            #expect(answers.count == requests.count, "\(result.stderr)")
+            return answers
+        }
+        for (name, answer) in try send(malformed) {
+            #expect(answer["status"] == .integer(400), "\(name): \(answer.encoded())")
+            #expect(answer["statusLines"] == .integer(1), "\(name): \(answer.encoded())")
+            #expect(answer["closed"] == .bool(true), "\(name)")
+            #expect(answer["headers"]?["cache-control"]?.stringValue == "no-store", "\(name)")
+            #expect(answer["headers"]?["x-content-type-options"]?.stringValue == "nosniff", "\(name)")
+        }
+        for (name, answer) in try send(wellFormed) {
+            #expect(answer["status"] == .integer(200), "\(name): \(answer.encoded())")
+        }
+        // RFC 9110 section 11.1: the scheme is case-insensitive.
+        bridge.stop()
+        let guarded = try setup(http: "\"tokenFile\": \"\(tokenFile.file("t"))\"")
+        defer { guarded.dir.remove() }
+        let second = try startBridge(guarded)
+        defer { second.stop() }
+        #expect(try get(guarded.base + "/status", ["-H", "Authorization: bearer \(token)"]).status == 200)
+        #expect(try get(guarded.base + "/status", ["-H", "Authorization: BEARER \(token)"]).status == 200)
+    }
+
     /// `certFile` and `keyFile`: HTTPS, verified by curl against the certificate (openssl made it for 127.0.0.1);
     /// plain HTTP on that port is not answered as HTTP.
     @Test func httpsWithACertificate() throws {

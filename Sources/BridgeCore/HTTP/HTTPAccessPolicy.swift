@@ -1,3 +1,5 @@
+import Foundation
+
 /// Who may ask the local HTTP interface what (docs/contracts.md, "Local HTTP interface"). Pure: the server hands
 /// in what the request says and acts on the verdict.
 ///
@@ -32,6 +34,8 @@ public struct HTTPAccessPolicy: Sendable {
         case foreignHost
         /// 405: a method that could change something.
         case methodNotAllowed
+        /// 400: a Host that is not `host[:port]` as RFC 9110 section 7.2 (RFC 3986 section 3.2.2) spells one.
+        case badHost
     }
 
     /// The verdict for one request. `host` is the Host header, `authorization` the Authorization header, `cookie`
@@ -39,6 +43,7 @@ public struct HTTPAccessPolicy: Sendable {
     public func verdict(method: String, path: String, host: String?, authorization: String?, cookie: String?)
         -> Verdict
     {
+        if let host, Self.hostName(host) == nil { return .badHost }
         guard method == "GET" || method == "HEAD" || (method == "POST" && path == "/login") else {
             return .methodNotAllowed
         }
@@ -47,7 +52,8 @@ public struct HTTPAccessPolicy: Sendable {
             return .allowed
         }
         if Self.publicPaths.contains(path) { return .allowed }
-        if let authorization, authorization.hasPrefix("Bearer "),
+        // The scheme is case-insensitive (RFC 9110 section 11.1); the token is not.
+        if let authorization, authorization.utf8.count > 7, authorization.prefix(7).lowercased() == "bearer ",
             Self.constantTimeEqual(Array(authorization.utf8.dropFirst(7)), Array(token.utf8))
         {
             return .allowed
@@ -76,14 +82,37 @@ public struct HTTPAccessPolicy: Sendable {
 
     /// `127.0.0.1`, `127.0.0.1:8731`, `[::1]:8731`, `localhost:8731`.
     public static func isLoopbackHost(_ header: String) -> Bool {
-        var host = Substring(header)
-        if host.hasPrefix("[") {
-            guard let close = host.firstIndex(of: "]") else { return false }
-            host = host[host.index(after: host.startIndex)..<close]
-        } else if let colon = host.lastIndex(of: ":") {
-            host = host[..<colon]
+        guard let host = hostName(header) else { return false }
+        return LoopbackHost.contains(host)
+    }
+
+    /// The host of a Host header, `uri-host [ ":" port ]` (RFC 9110 section 7.2): an IP literal in brackets, or a
+    /// reg-name of unreserved characters, sub-delims and percent-encodings (RFC 3986 section 3.2.2, which also
+    /// covers IPv4), then an optional port of digits only. Nil when the header is anything else: `@`, `/`, a
+    /// second `]` or a port with letters never pass as a loopback name followed by something.
+    public static func hostName(_ header: String) -> String? {
+        var rest = Substring(header)
+        let host: Substring
+        if rest.hasPrefix("[") {
+            guard let close = rest.firstIndex(of: "]") else { return nil }
+            host = rest[rest.index(after: rest.startIndex)..<close]
+            guard !host.isEmpty, host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." }) else { return nil }
+            rest = rest[rest.index(after: close)...]
+        } else {
+            let end = rest.firstIndex(of: ":") ?? rest.endIndex
+            host = rest[..<end]
+            let allowed = Set("-._~!$&'()*+,;=%")
+            guard !host.isEmpty,
+                host.unicodeScalars.allSatisfy({
+                    $0.isASCII && (CharacterSet.alphanumerics.contains($0) || allowed.contains(Character($0)))
+                })
+            else { return nil }
+            rest = rest[end...]
         }
-        return LoopbackHost.contains(String(host))
+        if !rest.isEmpty {
+            guard rest.first == ":", rest.dropFirst().allSatisfy({ $0.isASCII && $0.isNumber }) else { return nil }
+        }
+        return String(host)
     }
 
     /// Compares without stopping at the first difference, so the time taken says nothing of how much matched.
