@@ -80,7 +80,7 @@ let package = Package(
             name: "HID",
             dependencies: ["BridgeCore", "Logging", "Udev", "CEvdevShim", "CXKBCommon", "Platform", "Plugins"]),
         // libudev for any subsystem: enumeration and the hot-plug monitor.
-        .target(name: "Udev", dependencies: ["CUDev", "Platform"]),
+        .target(name: "Udev", dependencies: ["CUDev", "Logging", "Platform"]),
         // Serial barcode scanners (CDC-ACM, USB-serial): ttys named by serial.match, raw mode, framed by suffix.
         .target(name: "Serial", dependencies: ["BridgeCore", "Logging", "Platform", "Plugins", "Udev"]),
         // HID POS barcode scanners: hidraw nodes chosen by report descriptor, codes from Scanned Data Reports.

@@ -11,8 +11,8 @@ import Udev
 /// Reports (`HIDPOSAssembler`) and committed as a `Read` (`source.kind = hidpos`, the AIM identifier in
 /// `symbology`), then the scanner is told the outcome (`hidpos.feedback`).
 ///
-/// This type is the lifecycle: it starts and stops the reader thread (`HIDPOSReaderLoop`: one `poll()` over every
-/// node, the udev monitor and a wake pipe).
+/// This type is the lifecycle: it starts and stops the reader thread (`DeviceNodeLoop` over `HIDPOSScanners`: one
+/// `poll()` over every node, the udev monitor and a wake pipe).
 public final class HIDPOSSource: ReadSource {
     public let kind = SourceKind.hidpos
     private let config: HIDPOSConfig
@@ -54,8 +54,9 @@ public final class HIDPOSSource: ReadSource {
         guard control.reader.markStarted() else { return }
         let parser = PlingsURLParser(hosts: hosts)
         thread.start(readyWithin: 2) { [self] ready in
-            HIDPOSReaderLoop(control: control, config: config, parser: parser, logger: logger, commit: commit)
-                .run(udev: udev, ready: ready)
+            let scanners = HIDPOSScanners(
+                control: control, config: config, parser: parser, logger: logger, commit: commit)
+            DeviceNodeLoop(scanners, reader: control.reader, logger: logger).run(udev: udev, ready: ready)
         }
     }
 
@@ -133,9 +134,9 @@ extension HIDPOSSource {
     /// (the descriptor is read from sysfs, which needs no permission).
     public static func scan(config: HIDPOSConfig) -> [HIDPOSListing] {
         guard let udev = try? UdevContext() else { return [] }
-        return udev.devices(subsystem: "hidraw", parents: HIDPOSReaderLoop.parents).map { device in
-            let info = HIDPOSReaderLoop.info(device)
-            let verdict = HIDPOSReaderLoop.layout(of: info)
+        return udev.devices(subsystem: "hidraw", parents: HIDPOSScanners.hidParents).map { device in
+            let info = HIDPOSScanners.info(device)
+            let verdict = HIDPOSScanners.layout(of: info)
             let reason: String
             var matched = false
             switch verdict {

@@ -10,8 +10,8 @@ import Udev
 /// hot-plug, opened exclusively in raw mode, their byte stream cut into codes by `SerialFramer`; every code is
 /// submitted as a `Read` (`source.kind = serial`, device = the port's stable name).
 ///
-/// This type is the lifecycle: it starts and stops the reader thread (`SerialReaderLoop`: one `poll()` over every
-/// port, the udev monitor and a wake pipe). Debouncing is the pipeline's job.
+/// This type is the lifecycle: it starts and stops the reader thread (`DeviceNodeLoop` over `SerialPorts`: one
+/// `poll()` over every port, the udev monitor and a wake pipe). Debouncing is the pipeline's job.
 public final class SerialSource: ReadSource {
     public let kind = SourceKind.serial
     private let config: SerialConfig
@@ -54,8 +54,8 @@ public final class SerialSource: ReadSource {
         }
         guard control.reader.markStarted() else { return }
         thread.start(readyWithin: 2) { [self] ready in
-            SerialReaderLoop(control: control, config: config, logger: logger, submit: submit)
-                .run(udev: udev, ready: ready)
+            let ports = SerialPorts(control: control, config: config, logger: logger, submit: submit)
+            DeviceNodeLoop(ports, reader: control.reader, logger: logger).run(udev: udev, ready: ready)
         }
     }
 
@@ -129,7 +129,7 @@ extension SerialSource {
     public static func scan(config: SerialConfig) -> [SerialPortListing] {
         guard let udev = try? UdevContext() else { return [] }
         return udev.devices(subsystem: "tty").compactMap { device in
-            guard let port = SerialReaderLoop.info(device) else { return nil }
+            guard let port = SerialPorts.info(device) else { return nil }
             let rule = config.match.firstIndex { $0.matches(port) }
             guard port.vendor != nil || rule != nil else { return nil }
             let reason: String
