@@ -229,10 +229,6 @@ final class HIDPOSScanners: DeviceNodeKind {
     }
 
     func nodesChanged(_ nodes: [String: Device]) {
-        let open = nodes.values.sorted { $0.info.devnode < $1.info.devnode }.map {
-            (devnode: $0.info.devnode, name: $0.info.stableName)
-        }
-        control.status.withLock { $0.devices = open }
-        control.stateChanged()
+        control.reader.publish(nodes.values.map { ($0.info.devnode, $0.info.stableName) })
     }
 }

@@ -21,7 +21,6 @@ public final class HIDPOSSource: ReadSource {
     private let commit: @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void
     private let udev: Bool
     let control: HIDPOSControl
-    private let thread = ReaderThread(name: "hidpos-reader")
 
     /// Nothing runs before `start()`. `hosts`: the Plings URL hosts, to tell a Plings code from another.
     /// `udev: false` (benchmarks) watches only what `attach` hands over.
@@ -30,7 +29,9 @@ public final class HIDPOSSource: ReadSource {
         commit: @escaping @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void,
         stateChanged: @escaping @Sendable () -> Void = {}
     ) {
-        self.control = HIDPOSControl(stateChanged: stateChanged)
+        self.control = HIDPOSControl(
+            reader: DeviceNodeReader(name: "hidpos-reader", what: "HID POS", logger: logger, stateChanged: stateChanged)
+        )
         self.config = config
         self.hosts = hosts
         self.logger = logger
@@ -42,68 +43,45 @@ public final class HIDPOSSource: ReadSource {
     /// udev finds: the seam `plings-bench hidpos` times the reader through (a pipe carries one report per read).
     public func attach(fd: Int32, name: String, layout: HIDPOSLayout) {
         control.attachments.withLock { $0.append((fd, HIDPOSDeviceInfo(devnode: name, fullSerial: name), layout)) }
-        control.reader.wakePipe?.signal()
+        control.reader.control.wakePipe?.signal()
     }
 
     /// Starts the reader thread and waits (at most 2 s) until the scanners present now are open.
     public func start() {
-        guard config.enabled else {
-            control.status.withLock { $0.note = "disabled (hidpos.enabled is false)" }
-            return
-        }
-        guard control.reader.markStarted() else { return }
+        guard config.enabled else { return control.reader.idle(because: "disabled (hidpos.enabled is false)") }
         let parser = PlingsURLParser(hosts: hosts)
-        thread.start(readyWithin: 2) { [self] ready in
+        control.reader.start { [self] ready in
             let scanners = HIDPOSScanners(
                 control: control, config: config, parser: parser, logger: logger, commit: commit)
-            DeviceNodeLoop(scanners, reader: control.reader, logger: logger).run(udev: udev, ready: ready)
+            DeviceNodeLoop(scanners, reader: control.reader.control, logger: logger).run(udev: udev, ready: ready)
         }
     }
 
-    /// Stops the reader thread and closes every node by `deadline` (its `poll()` wakes on a pipe at once).
-    public func stop(deadline: Double) {
-        thread.expectEnd()
-        guard control.reader.requestStop() else { return }
-        if !thread.waitForEnd(until: deadline) { logger.warn("HID POS reader did not stop in time") }
-    }
+    /// Stops the reader thread and closes every node by `deadline`.
+    public func stop(deadline: Double) { control.reader.stop(deadline: deadline) }
 
     /// Which scanners are read, and up while at least one is.
     public var state: SourceState {
-        control.status.withLock { status in
-            if let note = status.note { return SourceState(note, up: false) }
-            if status.devices.isEmpty {
-                return SourceState("no HID POS scanner found: waiting for one", up: false)
-            }
-            let devices = status.devices.map { "\($0.devnode) (\($0.name))" }.joined(separator: ", ")
-            return SourceState("reading \(status.devices.count) scanner(s): \(devices)", up: true)
-        }
+        let (text, up) = control.reader.state(noun: "scanner(s)", waiting: "no HID POS scanner found: waiting for one")
+        return SourceState(text, up: up)
     }
 }
 
-/// What `HIDPOSSource`, the pipeline's commit callbacks and the reader thread share: the stop flag, the wake pipe,
-/// the feedback waiting to be written, and the status the thread publishes.
+/// What `HIDPOSSource`, the pipeline's commit callbacks and the reader thread share: the reader's lifecycle and
+/// status, the feedback waiting to be written, and the descriptors `attach` hands over.
 final class HIDPOSControl: Sendable {
-    struct Status: Sendable {
-        var devices: [(devnode: String, name: String)] = []
-        var note: String?
-    }
-
-    /// Start, stop and the wake pipe.
-    let reader = ReaderControl()
-    let status = Mutex(Status())
+    let reader: DeviceNodeReader
     /// Outcomes of committed codes, for the reader thread to signal on their scanners (it owns the nodes).
     let feedback = Mutex<[(devnode: String, outcome: FeedbackOutcome)]>([])
     /// Descriptors handed over by `attach`, for the reader thread to take.
     let attachments = Mutex<[(fd: Int32, info: HIDPOSDeviceInfo, layout: HIDPOSLayout)]>([])
-    /// Told after `status` changed (`SourceContext.stateChanged`).
-    let stateChanged: @Sendable () -> Void
 
-    init(stateChanged: @escaping @Sendable () -> Void) { self.stateChanged = stateChanged }
+    init(reader: DeviceNodeReader) { self.reader = reader }
 
     /// Queues feedback for the reader thread; called on the pipeline's thread, so it never blocks.
     func signal(_ outcome: FeedbackOutcome, on devnode: String) {
         feedback.withLock { $0.append((devnode, outcome)) }
-        reader.wakePipe?.signal()
+        reader.control.wakePipe?.signal()
     }
 }
 

@@ -161,10 +161,6 @@ final class SerialPorts: DeviceNodeKind {
     }
 
     func nodesChanged(_ nodes: [String: Port]) {
-        let open = nodes.values.sorted { $0.info.devnode < $1.info.devnode }.map {
-            (devnode: $0.info.devnode, name: $0.info.stableName)
-        }
-        control.status.withLock { $0.ports = open }
-        control.stateChanged()
+        control.reader.publish(nodes.values.map { ($0.info.devnode, $0.info.stableName) })
     }
 }

@@ -19,15 +19,14 @@ public final class SerialSource: ReadSource {
     private let submit: @Sendable (Read) -> Void
     private let udev: Bool
     let control: SerialControl
-    /// The reader thread: ready once the ports present at start are open.
-    private let thread = ReaderThread(name: "serial-reader")
 
     /// Nothing runs before `start()`. `udev: false` (benchmarks) reads only the ports `attach` names.
     public init(
         config: SerialConfig, logger: Logger, udev: Bool = true, submit: @escaping @Sendable (Read) -> Void,
         stateChanged: @escaping @Sendable () -> Void = {}
     ) {
-        self.control = SerialControl(stateChanged: stateChanged)
+        self.control = SerialControl(
+            reader: DeviceNodeReader(name: "serial-reader", what: "serial", logger: logger, stateChanged: stateChanged))
         self.config = config
         self.logger = logger
         self.udev = udev
@@ -38,64 +37,40 @@ public final class SerialSource: ReadSource {
     /// serial` times the reader through (a pty).
     public func attach(path: String, name: String) {
         control.attachments.withLock { $0.append(SerialPortInfo(devnode: path, fullSerial: name)) }
-        control.reader.wakePipe?.signal()
+        control.reader.control.wakePipe?.signal()
     }
 
     /// Starts the reader thread and waits (at most 2 s) until the ports present now are open. With no
     /// `serial.match` rule there is nothing to watch: no thread starts.
     public func start() {
-        guard config.enabled else {
-            control.status.withLock { $0.note = "disabled (serial.enabled is false)" }
-            return
-        }
+        guard config.enabled else { return control.reader.idle(because: "disabled (serial.enabled is false)") }
         guard !config.match.isEmpty || !udev else {
-            control.status.withLock { $0.note = "no serial.match rule: no serial port is opened" }
-            return
+            return control.reader.idle(because: "no serial.match rule: no serial port is opened")
         }
-        guard control.reader.markStarted() else { return }
-        thread.start(readyWithin: 2) { [self] ready in
+        control.reader.start { [self] ready in
             let ports = SerialPorts(control: control, config: config, logger: logger, submit: submit)
-            DeviceNodeLoop(ports, reader: control.reader, logger: logger).run(udev: udev, ready: ready)
+            DeviceNodeLoop(ports, reader: control.reader.control, logger: logger).run(udev: udev, ready: ready)
         }
     }
 
-    /// Stops the reader thread and closes every port by `deadline` (its `poll()` wakes on a pipe at once).
-    public func stop(deadline: Double) {
-        thread.expectEnd()
-        guard control.reader.requestStop() else { return }
-        if !thread.waitForEnd(until: deadline) { logger.warn("serial reader did not stop in time") }
-    }
+    /// Stops the reader thread and closes every port by `deadline`.
+    public func stop(deadline: Double) { control.reader.stop(deadline: deadline) }
 
     /// Which ports are read, and up while at least one is.
     public var state: SourceState {
-        control.status.withLock { status in
-            if let note = status.note { return SourceState(note, up: false) }
-            if status.ports.isEmpty {
-                return SourceState("no serial scanner found: waiting for one that serial.match names", up: false)
-            }
-            let ports = status.ports.map { "\($0.devnode) (\($0.name))" }.joined(separator: ", ")
-            return SourceState("reading \(status.ports.count) port(s): \(ports)", up: true)
-        }
+        let (text, up) = control.reader.state(
+            noun: "port(s)", waiting: "no serial scanner found: waiting for one that serial.match names")
+        return SourceState(text, up: up)
     }
 }
 
-/// What `SerialSource` and its reader thread share: the stop flag, the wake pipe that interrupts the thread's
-/// `poll()`, and the status the thread publishes.
+/// What `SerialSource` and its reader thread share: the reader's lifecycle and status, and the ports `attach` names.
 final class SerialControl: Sendable {
-    struct Status: Sendable {
-        var ports: [(devnode: String, name: String)] = []
-        var note: String?
-    }
-
-    /// Start, stop and the wake pipe.
-    let reader = ReaderControl()
-    let status = Mutex(Status())
+    let reader: DeviceNodeReader
     /// Ports named by `attach`, for the reader thread to open.
     let attachments = Mutex<[SerialPortInfo]>([])
-    /// Told after `status` changed (`SourceContext.stateChanged`).
-    let stateChanged: @Sendable () -> Void
 
-    init(stateChanged: @escaping @Sendable () -> Void) { self.stateChanged = stateChanged }
+    init(reader: DeviceNodeReader) { self.reader = reader }
 }
 
 /// One USB serial port as `plings-bridge scanners` reports it (docs/contracts.md, "Command line"): what udev says
