@@ -23,9 +23,8 @@ final class HTTPInterfaceSink: ScanSink {
     private struct State {
         var wanted: HTTPSettings?
         var running: Running?
-        var failure: String?
-        var failures = 0
-        var retryAt: Double?
+        /// Listening, or failing to (why, and when the next attempt goes): the model every sink shares.
+        var health = HTTPInterfaceSink.freshHealth
         var stopping = false
         var requests = 0
     }
@@ -37,6 +36,9 @@ final class HTTPInterfaceSink: ScanSink {
     private let reader = Mutex<Spool?>(nil)
 
     init(context: SinkContext) { self.context = context }
+
+    /// Listening is retried after 2 s, doubling to 60 s, without jitter (one listener, nobody to spread out).
+    static var freshHealth: SinkHealth { SinkHealth(backoff: Backoff(base: 2, cap: 60), pauseDuration: 0) }
 
     func start() {
         apply(context.configuration)
@@ -69,8 +71,7 @@ final class HTTPInterfaceSink: ScanSink {
         let old = state.update { s -> Running? in
             guard !s.stopping, s.wanted != settings || s.running == nil else { return nil }
             s.wanted = settings
-            s.failures = 0
-            s.retryAt = nil
+            s.health = HTTPInterfaceSink.freshHealth
             defer { s.running = nil }
             return s.running
         }
@@ -85,10 +86,7 @@ final class HTTPInterfaceSink: ScanSink {
     private func tryStart() {
         guard let settings = state.withLock({ s in s.running == nil && !s.stopping ? s.wanted : nil }) else {
             state.update { s in
-                if s.wanted == nil {
-                    s.failure = nil
-                    s.retryAt = nil
-                }
+                if s.wanted == nil { s.health = HTTPInterfaceSink.freshHealth }
             }
             return
         }
@@ -97,9 +95,7 @@ final class HTTPInterfaceSink: ScanSink {
             let keep = state.update { s -> Bool in
                 guard !s.stopping, s.wanted == settings, s.running == nil else { return false }
                 s.running = running
-                s.failure = nil
-                s.failures = 0
-                s.retryAt = nil
+                _ = s.health.succeeded(clock: MonotonicClock.now())
                 return true
             }
             guard keep else {
@@ -113,12 +109,10 @@ final class HTTPInterfaceSink: ScanSink {
             context.stateChanged()
         } catch {
             let (first, wait) = state.update { s -> (Bool, Double) in
-                let first = s.failure == nil
-                s.failure = "cannot listen on \(settings.address): \(error.description)"
-                s.failures += 1
-                let wait = min(60, 2 * pow(2, Double(min(s.failures - 1, 5))))
-                s.retryAt = MonotonicClock.now() + wait
-                return (first, wait)
+                let (wait, change) = s.health.failed(
+                    reason: "cannot listen on \(settings.address): \(error.description)", now: Date(),
+                    clock: MonotonicClock.now(), random: 1)
+                return (change != nil, wait)
             }
             if first {
                 context.logger.error(
@@ -163,8 +157,8 @@ final class HTTPInterfaceSink: ScanSink {
 
     private func retryLoop() {
         while true {
-            state.wait(until: state.withLock { $0.retryAt }) { s in
-                s.stopping || (s.retryAt.map { MonotonicClock.now() >= $0 } ?? false)
+            state.wait(until: state.withLock { $0.health.notBefore }) { s in
+                s.stopping || (s.health.notBefore.map { MonotonicClock.now() >= $0 } ?? false)
             }
             if state.withLock({ $0.stopping }) { return }
             tryStart()
@@ -184,7 +178,7 @@ final class HTTPInterfaceSink: ScanSink {
         }
         return .object([
             ("state", .string("failing")), ("url", .string(url)), ("streams", .integer(0)),
-            ("reason", s.failure.map(JSONValue.string) ?? .null),
+            ("reason", s.health.reason.map(JSONValue.string) ?? .null),
         ])
     }
 
