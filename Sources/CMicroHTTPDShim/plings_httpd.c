@@ -3,14 +3,55 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/sockios.h>
+#include <linux/tcp.h>
+#include <sys/ioctl.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <math.h>
+#include <pthread.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
+
+// The server model: one libmicrohttpd thread runs every connection from one epoll set, so threads and stacks do
+// not grow with connections; a stream with nothing to send is suspended (it costs a socket and a few bytes, no
+// thread) and resumed when its feed has more. A second thread, the keeper, does what libmicrohttpd 0.9.75 cannot:
+// it closes a connection whose request is not complete `request_timeout` seconds after it began waiting for one
+// (a header sent a byte a second, an idle keep-alive socket), a stream whose client has not taken anything for
+// `stall_timeout` seconds (by the bytes its TCP stack acknowledged, looked at every `stall_check_interval` while
+// bytes wait for a client: the kernel buffers megabytes for a client that never reads, so libmicrohttpd itself
+// would go on writing for minutes), and, at `connection_limit`, the oldest connection still waiting for a
+// request; it notices a suspended stream's client leaving (libmicrohttpd does not watch suspended sockets) and
+// resumes quiet streams for their keep-alive. It sleeps until the earliest of those deadlines, or until a stream's
+// socket hangs up; with no connection it sleeps until one comes. It closes a connection with shutdown(2) on its socket,
+// under the lock that the connection's CLOSED notification takes before libmicrohttpd closes the descriptor, so
+// the descriptor it shuts down is always that connection's.
+
+/// Where a connection is: waiting for (or reading) a request, answering one, or streaming.
+enum phase { PHASE_WAITING, PHASE_ACTIVE, PHASE_STREAM };
+
+struct stream;
+
+struct connection_entry {
+    struct connection_entry *prev, *next;
+    struct MHD_Connection *connection;
+    uint64_t id;
+    int fd;
+    enum phase phase;
+    /// PHASE_WAITING: when it began waiting for a request (monotonic seconds).
+    double since;
+    /// Shut down by the keeper; libmicrohttpd closes it on its next look.
+    int cut;
+    struct stream *stream;
+};
 
 struct plings_httpd_server {
     struct MHD_Daemon *daemon;
@@ -18,7 +59,29 @@ struct plings_httpd_server {
     void *context;
     size_t max_body;
     uint16_t port;
+
+    /// Guards everything below, the entries and their streams.
+    pthread_mutex_t lock;
+    struct connection_entry *head, *tail;
+    unsigned open;
+    unsigned open_cut;
+    uint64_t next_id;
+    unsigned connection_limit;
+    double request_timeout, stall_timeout, keepalive;
+    plings_httpd_counts counts;
+    /// The keeper: its epoll set (the wake eventfd, id 0, and each stream's socket for hang-ups), its deadline.
+    pthread_t keeper;
+    int keeper_started;
+    int keeper_epoll;
+    int wake_fd;
+    double keeper_deadline;
+    /// When the streams' sockets are next looked at for a client that takes nothing (INFINITY: none holds bytes).
+    double next_stall_check;
+    int stopping;
 };
+
+/// How often the streams' sockets are looked at while one holds bytes its client has not taken.
+static const double stall_check_interval = 5;
 
 struct plings_httpd_request {
     struct MHD_Connection *connection;
@@ -42,6 +105,46 @@ static void set_error(char *error, size_t size, const char *what, int code) {
     if (error == NULL || size == 0) return;
     if (code != 0) snprintf(error, size, "%s: %s", what, strerror(code));
     else snprintf(error, size, "%s", what);
+}
+
+static double monotonic_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+// Wakes the keeper to look at its deadlines again. Called with the lock held, only when `deadline` is sooner
+// than what it sleeps until (a flood of new connections does not wake it once per connection).
+static void wake_keeper_locked(plings_httpd_server *server, double deadline) {
+    if (deadline >= server->keeper_deadline) return;
+    server->keeper_deadline = deadline;
+    uint64_t one = 1;
+    ssize_t written = write(server->wake_fd, &one, sizeof one);
+    (void)written;  // EAGAIN: a wake-up is already pending
+}
+
+static struct connection_entry *entry_of(struct MHD_Connection *connection) {
+    const union MHD_ConnectionInfo *info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return info != NULL ? info->socket_context : NULL;
+}
+
+// A connection begins answering a request (its request is complete, or it is refused before its body).
+static void entry_active(plings_httpd_server *server, struct MHD_Connection *connection) {
+    struct connection_entry *entry = entry_of(connection);
+    if (entry == NULL) return;
+    pthread_mutex_lock(&server->lock);
+    if (entry->phase == PHASE_WAITING) entry->phase = PHASE_ACTIVE;
+    pthread_mutex_unlock(&server->lock);
+}
+
+// Closes a connection from outside libmicrohttpd's thread: its socket is shut down, libmicrohttpd sees the end
+// on its next look and closes it as if the client had. Lock held.
+static void cut_locked(plings_httpd_server *server, struct connection_entry *entry, uint64_t *counter) {
+    if (entry->cut) return;
+    entry->cut = 1;
+    server->open_cut++;
+    (*counter)++;
+    shutdown(entry->fd, SHUT_RDWR);
 }
 
 // A listening socket made here rather than by MHD, so a failure says why (MHD only returns NULL).
@@ -79,7 +182,9 @@ static int listen_socket(const char *address, uint16_t port, int *ipv6, char *er
         close(fd);
         return -1;
     }
-    if (listen(fd, 64) != 0) {
+    // A flood of connections waits in the kernel's queue rather than being refused at the SYN (the kernel caps
+    // it at net.core.somaxconn).
+    if (listen(fd, 1024) != 0) {
         set_error(error, error_size, "cannot listen", errno);
         close(fd);
         return -1;
@@ -236,6 +341,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         request->path = url;
         const char *malformed = malformed_request(request, method, version);
         if (malformed != NULL) {
+            entry_active(server, connection);
             request->responded = 1;
             char text[160];
             snprintf(text, sizeof text, "bad request: %s\n", malformed);
@@ -244,6 +350,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         const char *declared =
             MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (declared != NULL && strtoull(declared, NULL, 10) > server->max_body) {
+            entry_active(server, connection);
             request->responded = 1;
             return queue_plain(connection, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large\n");
         }
@@ -272,6 +379,7 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
         request->body[request->body_length] = 0;
         return MHD_YES;
     }
+    entry_active(server, connection);
     if (request->too_large) {
         request->responded = 1;
         return queue_plain(connection, MHD_HTTP_CONTENT_TOO_LARGE, "request body too large\n");
@@ -286,14 +394,255 @@ static enum MHD_Result access_handler(void *cls, struct MHD_Connection *connecti
 
 static void request_completed(void *cls, struct MHD_Connection *connection, void **con_cls,
                               enum MHD_RequestTerminationCode code) {
-    (void)cls;
-    (void)connection;
     (void)code;
+    plings_httpd_server *server = cls;
+    struct connection_entry *entry = entry_of(connection);
+    if (entry != NULL) {
+        // Kept alive: the next request has `request_timeout` from now.
+        pthread_mutex_lock(&server->lock);
+        entry->phase = PHASE_WAITING;
+        entry->since = monotonic_now();
+        wake_keeper_locked(server, entry->since + server->request_timeout);
+        pthread_mutex_unlock(&server->lock);
+    }
     plings_httpd_request *request = *con_cls;
     if (request == NULL) return;
     free(request->body);
     free(request);
     *con_cls = NULL;
+}
+
+// A stream's reader and its context, behind MHD's own reader signature, and what the keeper knows of it.
+struct stream {
+    plings_httpd_reader reader;
+    plings_httpd_release release;
+    void *context;
+    plings_httpd_server *server;
+    struct MHD_Connection *connection;
+    /// Its connection's entry while both live (lock).
+    struct connection_entry *entry;
+    /// Suspended by its reader (nothing to send); a wake-up that came while the reader ran; the client left.
+    int suspended, wake_pending, gone;
+    /// When the reader last gave bytes (monotonic seconds).
+    double last_bytes;
+    /// The bytes its client had acknowledged at the last look, and when that count last moved (or nothing was
+    /// waiting for the client).
+    uint64_t acknowledged;
+    double progress_at;
+};
+
+// Whether a stream's client took something since the last look, from its socket: bytes still in the kernel's send
+// queue (SIOCOUTQ), and the bytes the client acknowledged (TCP_INFO). A client whose receive buffer is full because
+// it does not read acknowledges nothing more, however long the server has buffered for it. Lock held.
+static void look_at_stream(struct connection_entry *entry, struct stream *stream, double now, int *holds_bytes) {
+    int queued = 0;
+    struct tcp_info info;
+    socklen_t size = sizeof info;
+    memset(&info, 0, sizeof info);
+    if (ioctl(entry->fd, SIOCOUTQ, &queued) != 0 || getsockopt(entry->fd, IPPROTO_TCP, TCP_INFO, &info, &size) != 0)
+        return;
+    if (queued == 0 || info.tcpi_bytes_acked != stream->acknowledged) stream->progress_at = now;
+    stream->acknowledged = info.tcpi_bytes_acked;
+    if (queued > 0) *holds_bytes = 1;
+}
+
+static void notify_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
+                              enum MHD_ConnectionNotificationCode code) {
+    plings_httpd_server *server = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        struct connection_entry *entry = calloc(1, sizeof *entry);
+        if (entry == NULL) return;
+        const union MHD_ConnectionInfo *fd = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        entry->connection = connection;
+        entry->fd = fd != NULL ? fd->connect_fd : -1;
+        entry->phase = PHASE_WAITING;
+        entry->since = monotonic_now();
+        pthread_mutex_lock(&server->lock);
+        entry->id = ++server->next_id;
+        entry->prev = server->tail;
+        if (server->tail != NULL) server->tail->next = entry;
+        else server->head = entry;
+        server->tail = entry;
+        server->open++;
+        if (server->open - server->open_cut > server->connection_limit) {
+            // At the limit: the connection that has waited longest for a request goes (an idle or incomplete
+            // one), so a new request gets in; when every other one is busy, the new one goes.
+            struct connection_entry *oldest = NULL;
+            for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
+                if (!e->cut && e->phase == PHASE_WAITING) {
+                    oldest = e;
+                    break;
+                }
+            }
+            cut_locked(server, oldest != NULL ? oldest : entry, &server->counts.closed_at_limit);
+        }
+        wake_keeper_locked(server, entry->since + server->request_timeout);
+        pthread_mutex_unlock(&server->lock);
+        *socket_context = entry;
+        return;
+    }
+    struct connection_entry *entry = *socket_context;
+    if (entry == NULL) return;
+    *socket_context = NULL;
+    pthread_mutex_lock(&server->lock);
+    if (entry->prev != NULL) entry->prev->next = entry->next;
+    else server->head = entry->next;
+    if (entry->next != NULL) entry->next->prev = entry->prev;
+    else server->tail = entry->prev;
+    server->open--;
+    if (entry->cut) server->open_cut--;
+    if (entry->stream != NULL) {
+        epoll_ctl(server->keeper_epoll, EPOLL_CTL_DEL, entry->fd, NULL);
+        entry->stream->entry = NULL;
+    }
+    pthread_mutex_unlock(&server->lock);
+    free(entry);
+}
+
+// Adds a connection to resume to a growing list; false when memory runs out (it then stays as it is).
+static int push_resume(struct MHD_Connection ***list, size_t *count, size_t *capacity, struct MHD_Connection *c) {
+    if (*count == *capacity) {
+        size_t grown_capacity = *capacity ? 2 * *capacity : 16;
+        struct MHD_Connection **grown = realloc(*list, grown_capacity * sizeof **list);
+        if (grown == NULL) return 0;
+        *list = grown;
+        *capacity = grown_capacity;
+    }
+    (*list)[(*count)++] = c;
+    return 1;
+}
+
+// The keeper's thread (see the top of this file).
+static void *keeper_main(void *cls) {
+    plings_httpd_server *server = cls;
+    size_t capacity = 0;
+    struct MHD_Connection **resume = NULL;
+    for (;;) {
+        size_t resumes = 0;
+        pthread_mutex_lock(&server->lock);
+        if (server->stopping) {
+            pthread_mutex_unlock(&server->lock);
+            break;
+        }
+        double now = monotonic_now();
+        // Deadlines within 50 ms are met now: a burst of connections does not wake the keeper once for each.
+        double soon = now + 0.05;
+        double next = INFINITY;
+        int check_stalls = server->next_stall_check <= soon, holds_bytes = 0;
+        for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
+            if (e->cut) continue;
+            struct stream *stream = e->stream;
+            if (e->phase == PHASE_WAITING) {
+                double deadline = e->since + server->request_timeout;
+                if (deadline <= soon) cut_locked(server, e, &server->counts.closed_incomplete);
+                else if (deadline < next) next = deadline;
+            } else if (e->phase == PHASE_STREAM && stream != NULL && !stream->gone) {
+                if (check_stalls) {
+                    look_at_stream(e, stream, now, &holds_bytes);
+                    if (now - stream->progress_at >= server->stall_timeout) {
+                        // Its buffered bytes are dropped with a reset rather than kept for a client that takes
+                        // none (a FIN would wait behind them).
+                        struct linger reset = {.l_onoff = 1, .l_linger = 0};
+                        setsockopt(e->fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+                        stream->gone = 1;
+                        cut_locked(server, e, &server->counts.closed_stalled);
+                        if (stream->suspended && push_resume(&resume, &resumes, &capacity, e->connection))
+                            stream->suspended = 0;
+                        continue;
+                    }
+                }
+                if (!stream->suspended) continue;
+                double deadline = stream->last_bytes + server->keepalive;
+                if (deadline > soon) {
+                    if (deadline < next) next = deadline;
+                    continue;
+                }
+                if (push_resume(&resume, &resumes, &capacity, e->connection)) stream->suspended = 0;
+            }
+        }
+        if (check_stalls) server->next_stall_check = holds_bytes ? now + stall_check_interval : INFINITY;
+        if (server->next_stall_check < next) next = server->next_stall_check;
+        server->keeper_deadline = next;
+        pthread_mutex_unlock(&server->lock);
+        // Outside the lock: a suspended connection is not touched by libmicrohttpd until it is resumed, and only
+        // the one who cleared `suspended` resumes it.
+        for (size_t i = 0; i < resumes; i++) MHD_resume_connection(resume[i]);
+        int timeout = -1;
+        if (isfinite(next)) {
+            double wait = ceil((next - monotonic_now()) * 1000);
+            timeout = wait < 0 ? 0 : wait > 3600000 ? 3600000 : (int)wait;
+        }
+        struct epoll_event events[32];
+        int ready = epoll_wait(server->keeper_epoll, events, 32, timeout);
+        for (int i = 0; i < ready; i++) {
+            uint64_t id = events[i].data.u64;
+            if (id == 0) {
+                uint64_t count;
+                ssize_t taken = read(server->wake_fd, &count, sizeof count);
+                (void)taken;
+                continue;
+            }
+            // A stream's client hung up: its stream ends now (libmicrohttpd would notice only at its next write).
+            struct MHD_Connection *gone = NULL;
+            pthread_mutex_lock(&server->lock);
+            for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
+                if (e->id != id) continue;
+                struct stream *stream = e->stream;
+                if (stream != NULL && !stream->gone) {
+                    stream->gone = 1;
+                    server->counts.streams_left++;
+                    epoll_ctl(server->keeper_epoll, EPOLL_CTL_DEL, e->fd, NULL);
+                    if (stream->suspended) {
+                        stream->suspended = 0;
+                        gone = e->connection;
+                    }
+                }
+                break;
+            }
+            pthread_mutex_unlock(&server->lock);
+            if (gone != NULL) MHD_resume_connection(gone);
+        }
+    }
+    free(resume);
+    return NULL;
+}
+
+// Stops the keeper's thread and closes its descriptors (not the server: plings_httpd_stop frees it).
+static void stop_keeper_thread(plings_httpd_server *server) {
+    if (!server->keeper_started) return;
+    pthread_mutex_lock(&server->lock);
+    server->stopping = 1;
+    uint64_t one = 1;
+    ssize_t written = write(server->wake_fd, &one, sizeof one);
+    (void)written;
+    pthread_mutex_unlock(&server->lock);
+    pthread_join(server->keeper, NULL);
+    server->keeper_started = 0;
+}
+
+// After libmicrohttpd stopped: its CLOSED notifications use the keeper's epoll set.
+static void free_server(plings_httpd_server *server) {
+    close(server->keeper_epoll);
+    close(server->wake_fd);
+    pthread_mutex_destroy(&server->lock);
+    free(server);
+}
+
+// Raises the soft limit of open files to what `connections` need (systemd starts services at 1024), within the
+// hard limit; returns how many connections the limit allows.
+static unsigned fit_open_files(unsigned connections) {
+    // The process's own descriptors (spool, devices, sockets) and libmicrohttpd's.
+    const rlim_t reserve = 256;
+    struct rlimit limit;
+    if (getrlimit(RLIMIT_NOFILE, &limit) != 0) return connections;
+    rlim_t wanted = (rlim_t)connections + reserve;
+    if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < wanted) {
+        struct rlimit raised = limit;
+        raised.rlim_cur = limit.rlim_max == RLIM_INFINITY || limit.rlim_max >= wanted ? wanted : limit.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+    }
+    if (limit.rlim_cur == RLIM_INFINITY || limit.rlim_cur >= wanted) return connections;
+    return limit.rlim_cur > reserve + 8 ? (unsigned)(limit.rlim_cur - reserve) : 8;
 }
 
 plings_httpd_server *plings_httpd_start(const plings_httpd_options *options, plings_httpd_handler handler,
@@ -318,13 +667,38 @@ plings_httpd_server *plings_httpd_start(const plings_httpd_options *options, pli
     server->context = context;
     server->max_body = options->max_body;
     server->port = port;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL;
+    unsigned files = fit_open_files(options->connection_limit + 64);
+    server->connection_limit = files > 72 ? files - 64 : 8;
+    server->request_timeout = options->request_timeout;
+    server->stall_timeout = options->stall_timeout;
+    server->keepalive = options->keepalive;
+    server->keeper_deadline = INFINITY;
+    server->next_stall_check = INFINITY;
+    pthread_mutex_init(&server->lock, NULL);
+    server->keeper_epoll = epoll_create1(EPOLL_CLOEXEC);
+    server->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    struct epoll_event wake = {.events = EPOLLIN, .data.u64 = 0};
+    if (server->keeper_epoll < 0 || server->wake_fd < 0 ||
+        epoll_ctl(server->keeper_epoll, EPOLL_CTL_ADD, server->wake_fd, &wake) != 0 ||
+        pthread_create(&server->keeper, NULL, keeper_main, server) != 0) {
+        set_error(error, error_size, "cannot start its connection keeper", errno);
+        close(fd);
+        if (server->keeper_epoll >= 0) close(server->keeper_epoll);
+        if (server->wake_fd >= 0) close(server->wake_fd);
+        pthread_mutex_destroy(&server->lock);
+        free(server);
+        return NULL;
+    }
+    server->keeper_started = 1;
+    // One thread for every connection, on epoll; a stream with nothing to send is suspended (see the top).
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME;
     if (ipv6) flags |= MHD_USE_IPv6;
     int tls = options->cert_pem != NULL && options->key_pem != NULL;
     if (tls) {
         if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
             close(fd);
-            free(server);
+            stop_keeper_thread(server);
+            free_server(server);
             set_error(error, error_size, "this libmicrohttpd has no TLS", 0);
             return NULL;
         }
@@ -332,14 +706,18 @@ plings_httpd_server *plings_httpd_start(const plings_httpd_options *options, pli
     }
     struct MHD_OptionItem items[] = {
         {MHD_OPTION_LISTEN_SOCKET, fd, NULL},
-        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)options->connection_limit, NULL},
+        // Beyond the limit the keeper closes the oldest waiting connection; libmicrohttpd's own limit, a little
+        // higher, refuses only what arrives faster than the keeper closes.
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)(server->connection_limit + 64), NULL},
+        // Silence while answering (the keeper watches requests and streams more closely).
         {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)options->connection_timeout, NULL},
         // Request headers and the connection's buffers: bounded per connection.
         {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL},
-        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, server},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, server},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)note_target, NULL},
-        // Handlers run Swift and SQLite; 512 KiB is ample and keeps 64 connections' address space small.
-        {MHD_OPTION_THREAD_STACK_SIZE, 512 * 1024, NULL},
+        // Handlers run Swift and SQLite on this one thread.
+        {MHD_OPTION_THREAD_STACK_SIZE, 1024 * 1024, NULL},
         {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, (void *)options->cert_pem},
         {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)options->key_pem},
         {MHD_OPTION_END, 0, NULL},
@@ -348,7 +726,8 @@ plings_httpd_server *plings_httpd_start(const plings_httpd_options *options, pli
                                       MHD_OPTION_END);
     if (server->daemon == NULL) {
         close(fd);
-        free(server);
+        stop_keeper_thread(server);
+        free_server(server);
         set_error(error, error_size, tls ? "cannot start (is the certificate or key malformed?)" : "cannot start",
                   0);
         return NULL;
@@ -360,8 +739,32 @@ uint16_t plings_httpd_port(const plings_httpd_server *server) { return server->p
 
 void plings_httpd_stop(plings_httpd_server *server) {
     if (server == NULL) return;
+    // libmicrohttpd must not be stopped with a suspended connection: every stream ends (its reader answers an
+    // error, its connection closes) and the keeper stops resuming them; what is left after 2 s is stopped anyway.
+    double deadline = monotonic_now() + 2;
+    for (;;) {
+        size_t count = 0, capacity = 0;
+        struct MHD_Connection **resume = NULL;
+        pthread_mutex_lock(&server->lock);
+        server->stopping = 1;
+        int streams = 0;
+        for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
+            struct stream *stream = e->stream;
+            if (stream == NULL) continue;
+            streams++;
+            stream->gone = 1;
+            if (stream->suspended && push_resume(&resume, &count, &capacity, e->connection)) stream->suspended = 0;
+        }
+        pthread_mutex_unlock(&server->lock);
+        for (size_t i = 0; i < count; i++) MHD_resume_connection(resume[i]);
+        free(resume);
+        if (streams == 0 || monotonic_now() >= deadline) break;
+        struct timespec pause = {0, 10 * 1000 * 1000};
+        nanosleep(&pause, NULL);
+    }
+    stop_keeper_thread(server);
     MHD_stop_daemon(server->daemon);
-    free(server);
+    free_server(server);
 }
 
 const char *plings_httpd_method(const plings_httpd_request *request) { return request->method; }
@@ -412,40 +815,121 @@ int plings_httpd_respond(plings_httpd_request *request, unsigned status, const c
                  MHD_create_response_from_buffer(length, (void *)(length ? body : ""), MHD_RESPMEM_MUST_COPY));
 }
 
-// A stream's reader and its context, behind MHD's own reader signature.
-struct stream {
-    plings_httpd_reader reader;
-    plings_httpd_release release;
-    void *context;
-};
-
 static ssize_t stream_read(void *cls, uint64_t pos, char *buffer, size_t max) {
     (void)pos;
     struct stream *stream = cls;
-    ssize_t count = stream->reader(stream->context, buffer, max);
-    // 0 would make MHD call again at once (a busy loop): a reader that has nothing ends the stream.
-    return count > 0 ? count : MHD_CONTENT_READER_END_OF_STREAM;
+    plings_httpd_server *server = stream->server;
+    for (;;) {
+        pthread_mutex_lock(&server->lock);
+        if (stream->gone) {
+            pthread_mutex_unlock(&server->lock);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+        double now = monotonic_now();
+        stream->wake_pending = 0;
+        int quiet = now - stream->last_bytes >= server->keepalive - 0.05;
+        pthread_mutex_unlock(&server->lock);
+        ssize_t count = stream->reader(stream->context, buffer, max, quiet);
+        if (count < 0) return MHD_CONTENT_READER_END_OF_STREAM;
+        pthread_mutex_lock(&server->lock);
+        if (count > 0) {
+            stream->last_bytes = monotonic_now();
+            // Bytes for the client: whether it takes them is looked at within `stall_check_interval`.
+            if (!isfinite(server->next_stall_check)) {
+                server->next_stall_check = stream->last_bytes + stall_check_interval;
+                wake_keeper_locked(server, server->next_stall_check);
+            }
+            pthread_mutex_unlock(&server->lock);
+            return count;
+        }
+        if (stream->wake_pending || stream->gone) {
+            // Woken while it looked: look again rather than sleep through it.
+            pthread_mutex_unlock(&server->lock);
+            continue;
+        }
+        // Nothing to send: parked until plings_httpd_wake_streams, its keep-alive or its client leaving. Suspended
+        // under the lock, so whoever sees `suspended` resumes a connection that is suspended.
+        stream->suspended = 1;
+        MHD_suspend_connection(stream->connection);
+        wake_keeper_locked(server, stream->last_bytes + server->keepalive);
+        pthread_mutex_unlock(&server->lock);
+        return 0;
+    }
 }
 
 static void stream_free(void *cls) {
     struct stream *stream = cls;
+    plings_httpd_server *server = stream->server;
+    pthread_mutex_lock(&server->lock);
+    struct connection_entry *entry = stream->entry;
+    if (entry != NULL) {
+        entry->stream = NULL;
+        if (entry->phase == PHASE_STREAM) entry->phase = PHASE_ACTIVE;
+        epoll_ctl(server->keeper_epoll, EPOLL_CTL_DEL, entry->fd, NULL);
+    }
+    pthread_mutex_unlock(&server->lock);
     stream->release(stream->context);
     free(stream);
 }
 
 int plings_httpd_respond_stream(plings_httpd_request *request, unsigned status, const char *const *headers,
                                 plings_httpd_reader reader, void *context, plings_httpd_release release) {
-    struct stream *stream = request->responded ? NULL : malloc(sizeof *stream);
+    struct stream *stream = request->responded ? NULL : calloc(1, sizeof *stream);
     if (stream == NULL) {
         release(context);
         return 0;
     }
     request->responded = 1;
+    plings_httpd_server *server = request->server;
     stream->reader = reader;
     stream->release = release;
     stream->context = context;
+    stream->server = server;
+    stream->connection = request->connection;
+    stream->last_bytes = stream->progress_at = monotonic_now();
+    struct connection_entry *entry = entry_of(request->connection);
+    if (entry != NULL) {
+        pthread_mutex_lock(&server->lock);
+        entry->phase = PHASE_STREAM;
+        entry->stream = stream;
+        stream->entry = entry;
+        // Its client hanging up is noticed at once, also while it is suspended.
+        struct epoll_event hangup = {.events = EPOLLRDHUP, .data.u64 = entry->id};
+        epoll_ctl(server->keeper_epoll, EPOLL_CTL_ADD, entry->fd, &hangup);
+        pthread_mutex_unlock(&server->lock);
+    }
     struct MHD_Response *response =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, stream_read, stream, stream_free);
     if (response == NULL) stream_free(stream);
     return queue(request, status, headers, response);
+}
+
+void plings_httpd_wake_streams(plings_httpd_server *server) {
+    size_t count = 0, capacity = 0;
+    struct MHD_Connection **resume = NULL;
+    pthread_mutex_lock(&server->lock);
+    if (!server->stopping) {
+        for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
+            struct stream *stream = e->stream;
+            if (stream == NULL || stream->gone) continue;
+            if (stream->suspended && push_resume(&resume, &count, &capacity, e->connection)) stream->suspended = 0;
+            else stream->wake_pending = 1;
+        }
+    }
+    pthread_mutex_unlock(&server->lock);
+    for (size_t i = 0; i < count; i++) MHD_resume_connection(resume[i]);
+    free(resume);
+}
+
+plings_httpd_counts plings_httpd_get_counts(plings_httpd_server *server) {
+    pthread_mutex_lock(&server->lock);
+    plings_httpd_counts counts = server->counts;
+    for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
+        if (e->cut) continue;
+        if (e->phase == PHASE_WAITING) counts.waiting++;
+        else if (e->phase == PHASE_STREAM) counts.streaming++;
+        else counts.answering++;
+    }
+    pthread_mutex_unlock(&server->lock);
+    return counts;
 }

@@ -4,8 +4,9 @@ import Platform
 /// One `GET /events` connection: every scan committed after the client's position, as server-sent events whose
 /// `id:` is the scan's sequence number, so a reconnecting client (`Last-Event-ID`) gets exactly what it missed,
 /// across a dropped connection or a restart of the bridge; with `status`, the service's status as `status` events
-/// when it changes. Reads run on the connection's own thread and block on the feed until there is something to
-/// send; a quiet stream gets a comment every `keepalive` seconds, which is how a vanished client is noticed.
+/// when it changes. Reads run on the server's one thread and never wait: with nothing new the stream is parked
+/// until the feed changes (`ScanFeed` wakes the server's streams); a quiet stream gets a comment every
+/// `keepalive` seconds, so a client can tell a quiet stream from a dead one.
 final class EventStream: HTTPStream {
     private struct Position {
         var after: Int
@@ -35,38 +36,48 @@ final class EventStream: HTTPStream {
         position = Mutex(Position(after: start, pending: Array(ServerSentEvents.retry(milliseconds: 1000).utf8)))
     }
 
-    func read(max: Int) -> [UInt8]? {
+    func read(max: Int, quiet: Bool) -> HTTPStreamRead {
         position.withLock { p in
             if p.sent == p.pending.count {
-                guard let next = next(after: p.after, statusVersion: p.statusVersion) else { return nil }
-                p.pending = Array(next.text.utf8)
-                p.sent = 0
-                p.after = next.after
-                p.statusVersion = next.statusVersion
+                switch next(after: p.after, statusVersion: p.statusVersion, quiet: quiet) {
+                case .end: return .end
+                case .nothing: return .later
+                case .text(let text, let after, let statusVersion):
+                    p.pending = Array(text.utf8)
+                    p.sent = 0
+                    p.after = after
+                    p.statusVersion = statusVersion
+                }
             }
             let end = min(p.pending.count, p.sent + max)
             defer { p.sent = end }
-            return Array(p.pending[p.sent..<end])
+            return .bytes(Array(p.pending[p.sent..<end]))
         }
     }
 
     func close() { feed.leave(wantsStatus: wantsStatus) }
 
-    /// Blocks until there is something to send: new scans, a changed status, or the keep-alive's turn. Nil when
-    /// the stream ends (the service stops, the spool cannot be read).
-    private func next(after: Int, statusVersion: Int) -> (text: String, after: Int, statusVersion: Int)? {
+    private enum Next {
+        case text(String, after: Int, statusVersion: Int)
+        case nothing
+        case end
+    }
+
+    /// What there is to send now: new scans, a changed status, or (when `quiet`) the keep-alive comment. The end
+    /// when the service stops or the spool cannot be read.
+    private func next(after: Int, statusVersion: Int, quiet: Bool) -> Next {
         let wantsStatus = self.wantsStatus
-        var status: (String, Int)?
-        var stopping = false
-        var last = after
-        let ready = feed.state.wait(until: MonotonicClock.deadline(after: Self.keepalive)) { s in
-            stopping = s.stopping
-            last = s.last
+        let (stopping, last, status) = feed.state.withLock { s -> (Bool, Int, (String, Int)?) in
+            var status: (String, Int)?
             if wantsStatus, s.statusVersion != statusVersion, let text = s.status { status = (text, s.statusVersion) }
-            return s.stopping || s.last > after || status != nil
+            return (s.stopping, s.last, status)
         }
-        if stopping { return nil }
-        guard ready else { return (ServerSentEvents.comment("keep-alive"), after, statusVersion) }
+        if stopping { return .end }
+        guard last > after || status != nil else {
+            return quiet
+                ? .text(ServerSentEvents.comment("keep-alive"), after: after, statusVersion: statusVersion)
+                : .nothing
+        }
         var text = ""
         var newAfter = after
         if let (statusText, _) = status { text += ServerSentEvents.event(event: "status", data: statusText) }
@@ -77,9 +88,9 @@ final class EventStream: HTTPStream {
             newAfter = events.last?.seq ?? last
         } catch {
             onError(error.description)
-            return nil
+            return .end
         }
         if text.isEmpty { text = ServerSentEvents.comment("keep-alive") }
-        return (text, newAfter, status?.1 ?? statusVersion)
+        return .text(text, after: newAfter, statusVersion: status?.1 ?? statusVersion)
     }
 }

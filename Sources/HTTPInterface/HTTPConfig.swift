@@ -11,8 +11,9 @@ public struct HTTPConfig: ConfigSection {
     /// PEM certificate chain and key: HTTPS instead of HTTP.
     public var certFile: String?
     public var keyFile: String?
-    /// Connections at once (each has a thread while open: a live page or feed holds one).
-    public var maxClients = 64
+    /// Connections at once (a live page holds one or two). One thread serves them all; at the limit the oldest
+    /// connection still waiting for a request is closed to make room.
+    public var maxClients = 1024
 
     public static let defaultListen = "127.0.0.1:8731"
 
@@ -28,7 +29,7 @@ public struct HTTPConfig: ConfigSection {
         ConfigLoader.optionalText("http.tokenFile", \.http.tokenFile),
         ConfigLoader.optionalText("http.certFile", \.http.certFile),
         ConfigLoader.optionalText("http.keyFile", \.http.keyFile),
-        ConfigLoader.integer("http.maxClients", 1...1024, \.http.maxClients),
+        ConfigLoader.integer("http.maxClients", 1...16384, \.http.maxClients),
     ]
 
     /// A listener beyond loopback needs a token; a certificate needs its key.

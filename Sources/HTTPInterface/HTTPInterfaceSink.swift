@@ -141,7 +141,9 @@ final class HTTPInterfaceSink: ScanSink {
         do {
             let server = try HTTPServer(
                 address: settings.address.host, port: settings.address.port, maxClients: settings.maxClients,
-                certificate: settings.certificate, key: settings.key, handler: routes.handle)
+                keepalive: EventStream.keepalive, certificate: settings.certificate, key: settings.key,
+                handler: routes.handle)
+            feed.onChange { server.wakeStreams() }
             return Running(server: server, feed: feed, settings: settings)
         } catch {
             feed.stop()
@@ -149,7 +151,7 @@ final class HTTPInterfaceSink: ScanSink {
         }
     }
 
-    /// Ends the streams first (their threads are waiting in the feed), then closes the server and its threads.
+    /// Ends the streams first (the feed's stop wakes them to their end), then closes the server and its threads.
     private func shut(_ running: Running) {
         running.feed.stop()
         running.server.stop()
@@ -192,5 +194,23 @@ final class HTTPInterfaceSink: ScanSink {
         m.add(
             "plings_bridge_http_requests_total", Double(s.requests), help: "Requests the local interface answered",
             type: "counter")
+        guard let counts = s.running?.server.counts else { return }
+        for (state, count) in [
+            ("waiting", counts.waiting), ("answering", counts.answering), ("streaming", counts.streaming),
+        ] {
+            m.add(
+                "plings_bridge_http_connections", Double(count), labels: [("state", state)],
+                help: "Open connections to the local interface: waiting for a request, being answered, streaming")
+        }
+        for (reason, count) in [
+            ("incomplete", counts.closed_incomplete), ("stalled", counts.closed_stalled),
+            ("limit", counts.closed_at_limit), ("left", counts.streams_left),
+        ] {
+            m.add(
+                "plings_bridge_http_closed_total", Double(count), labels: [("reason", reason)],
+                help: "Connections closed by the interface: no whole request within 10 s (incomplete), a stream not "
+                    + "read for 60 s (stalled), the oldest waiting one at http.maxClients (limit); streams whose "
+                    + "client hung up (left)", type: "counter")
+        }
     }
 }

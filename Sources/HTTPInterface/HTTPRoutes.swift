@@ -79,6 +79,10 @@ struct HTTPRoutes: Sendable {
 
     /// `GET /events[?after=SEQ][&status=1]`: a client's `Last-Event-ID` wins over `after` (it is the newer).
     private func events(_ request: HTTPRequest) {
+        let headers =
+            Self.common + [("Content-Type", "text/event-stream; charset=utf-8"), ("X-Accel-Buffering", "no")]
+        // HEAD: the headers alone (a stream's chunked framing would end with a terminator HEAD must not carry).
+        guard request.method != "HEAD" else { return request.respond(200, headers, body: []) }
         let after =
             ServerSentEvents.sequence(request.header("Last-Event-ID"))
             ?? ServerSentEvents.sequence(request.argument("after"))
@@ -87,9 +91,7 @@ struct HTTPRoutes: Sendable {
             onError: { [logger] in
                 logger.error("http: an event stream ended: the spool cannot be read", [("error", $0)])
             })
-        request.respond(
-            200, Self.common + [("Content-Type", "text/event-stream; charset=utf-8"), ("X-Accel-Buffering", "no")],
-            stream: stream)
+        request.respond(200, headers, stream: stream)
     }
 
     /// `GET /scans?after=SEQ&limit=N` (capture order) or `GET /scans?newest=N`: `{"last": SEQ, "scans": [...]}`,

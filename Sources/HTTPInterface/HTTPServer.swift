@@ -2,13 +2,16 @@ import CMicroHTTPDShim
 import Foundation
 import Platform
 
-/// An HTTP server on libmicrohttpd (`CMicroHTTPDShim`): one thread per connection, so a handler and a stream may
-/// block without holding anyone else up, and never on Swift's cooperative pool. Bounded: `maxClients`
-/// connections, 64 KiB of headers each, `maxBody` bytes of body, 60 s of silence (a client that stops reading
-/// included).
+/// An HTTP server on libmicrohttpd (`CMicroHTTPDShim`): one thread serves every connection from an epoll set, so
+/// threads do not grow with connections and handlers must not block (they read the spool's read-only connection
+/// and answer); a stream with nothing to send is parked until `wakeStreams()`. Bounded: `maxClients` connections
+/// (at the limit the oldest connection still waiting for a request is closed, so a new one gets in), a whole
+/// request within `requestTimeout` of connecting or of the previous answer, 64 KiB of headers, `maxBody` bytes of
+/// body, a stream cut when its client has taken nothing for `stallTimeout`, 60 s of silence while answering.
 ///
-/// `@unchecked Sendable`: the daemon handle is touched only by `stop` (once, by the sink that owns the server);
-/// libmicrohttpd's own threads reach the handler through the retained context, which is immutable.
+/// `@unchecked Sendable`: the daemon handle is touched only by `stop` (once, by the sink that owns the server),
+/// `wakeStreams` and `counts` (both thread-safe in the shim); libmicrohttpd's threads reach the handler through
+/// the retained context, which is immutable.
 final class HTTPServer: @unchecked Sendable {
     typealias Handler = @Sendable (HTTPRequest) -> Void
 
@@ -19,11 +22,18 @@ final class HTTPServer: @unchecked Sendable {
 
     static let maxBody = 4096
     static let silenceTimeout: UInt32 = 60
+    /// nginx's `client_header_timeout` is 60 s and Go's servers often set 10 s or less: a person's browser sends a
+    /// request in milliseconds, and an idle keep-alive connection costs a slot someone else may need.
+    static let requestTimeout = 10.0
+    /// A stream whose client has taken nothing for this long is cut (docs/contracts.md, "Access").
+    static let stallTimeout = 60.0
 
     /// Binds and starts serving; throws the reason in one plain line.
-    init(address: String, port: Int, maxClients: Int, certificate: String?, key: String?, handler: @escaping Handler)
-        throws(HTTPServerError)
-    {
+    /// `keepalive`: how long a stream may stay quiet before its reader is asked with `quiet`.
+    init(
+        address: String, port: Int, maxClients: Int, keepalive: Double, certificate: String?, key: String?,
+        handler: @escaping Handler
+    ) throws(HTTPServerError) {
         let box = Unmanaged.passRetained(HandlerBox(handler))
         var error = [CChar](repeating: 0, count: 256)
         let started: OpaquePointer? = address.withCString { address in
@@ -31,8 +41,9 @@ final class HTTPServer: @unchecked Sendable {
                 withOptionalCString(key) { key in
                     var options = plings_httpd_options(
                         address: address, port: UInt16(clamping: port), connection_limit: UInt32(maxClients),
-                        connection_timeout: Self.silenceTimeout, max_body: Self.maxBody, cert_pem: certificate,
-                        key_pem: key)
+                        connection_timeout: Self.silenceTimeout, request_timeout: Self.requestTimeout,
+                        stall_timeout: Self.stallTimeout, keepalive: keepalive, max_body: Self.maxBody,
+                        cert_pem: certificate, key_pem: key)
                     return plings_httpd_start(&options, httpHandler, box.toOpaque(), &error, error.count)
                 }
             }
@@ -47,11 +58,17 @@ final class HTTPServer: @unchecked Sendable {
         self.port = Int(plings_httpd_port(started))
     }
 
-    /// Closes the listener and every connection and joins their threads; streams must have been ended first.
+    /// Ends every stream, closes the listener and every connection, and joins the server's threads.
     func stop() {
         plings_httpd_stop(server)
         context.release()
     }
+
+    /// Something new for the streams: each parked one reads again. Any thread.
+    func wakeStreams() { plings_httpd_wake_streams(server) }
+
+    /// Connections by what they do, and those closed by the server, by why.
+    var counts: plings_httpd_counts { plings_httpd_get_counts(server) }
 }
 
 struct HTTPServerError: Error, CustomStringConvertible {
@@ -123,11 +140,20 @@ struct HTTPRequest {
     }
 }
 
-/// A streamed response body. `read` is called on the connection's own thread and may block until there is
-/// something to send; it returns the bytes to send, or nil to end the response. `close` comes once, when the
-/// connection is done with it (ended, client gone, server stopping).
+/// What a stream's read gives: bytes to send, nothing yet (the stream is parked until the server's
+/// `wakeStreams()` or its keep-alive), or the end of the response.
+enum HTTPStreamRead {
+    case bytes([UInt8])
+    case later
+    case end
+}
+
+/// A streamed response body. `read` is called on the server's one thread and must not block; `quiet` says the
+/// stream has sent nothing for the keep-alive interval (send a comment, or the client cannot tell a quiet stream
+/// from a dead one). `close` comes once, when the connection is done with it (ended, client gone, server
+/// stopping).
 protocol HTTPStream: AnyObject, Sendable {
-    func read(max: Int) -> [UInt8]?
+    func read(max: Int, quiet: Bool) -> HTTPStreamRead
     func close()
 }
 
@@ -136,10 +162,18 @@ private final class StreamBox: Sendable {
     init(_ stream: any HTTPStream) { self.stream = stream }
 }
 
-private func streamRead(context: UnsafeMutableRawPointer?, buffer: UnsafeMutablePointer<CChar>?, max: Int) -> Int {
+private func streamRead(
+    context: UnsafeMutableRawPointer?, buffer: UnsafeMutablePointer<CChar>?, max: Int, quiet: Int32
+) -> Int {
     guard let context, let buffer else { return -1 }
     let stream = Unmanaged<StreamBox>.fromOpaque(context).takeUnretainedValue().stream
-    guard let bytes = stream.read(max: max), !bytes.isEmpty else { return -1 }
+    let bytes: [UInt8]
+    switch stream.read(max: max, quiet: quiet != 0) {
+    case .end: return -1
+    case .later: return 0
+    case .bytes(let read): bytes = read
+    }
+    guard !bytes.isEmpty else { return 0 }
     let count = min(bytes.count, max)
     bytes.withUnsafeBytes { source in
         if let base = source.baseAddress { UnsafeMutableRawPointer(buffer).copyMemory(from: base, byteCount: count) }

@@ -6,8 +6,9 @@ import Spool
 
 /// The committed scans as a live feed for the interface's event streams. One thread follows the spool: woken after
 /// every commit (this process's or another's), it reads what is new once and keeps the newest events in memory;
-/// every stream waits on it and sends from there, so fifty streams cost one spool read per commit, and a stream
-/// that is far behind (a reconnection after a long gap) reads its own pages from the spool on its own thread.
+/// every stream sends from there, so fifty streams cost one spool read per commit, and a stream that is far behind
+/// (a reconnection after a long gap) reads its own pages from the spool, a page at a time. After each change the
+/// server's parked streams are woken (`onChange`).
 ///
 /// While a stream wants the service's status (the bench page does), the thread also renders it after commits and
 /// every few seconds, once for every stream; with no such stream it sleeps until the next commit.
@@ -40,6 +41,8 @@ final class ScanFeed: Sendable {
     private let serviceStatus: @Sendable () -> JSONValue
     private let logger: Logger
     private let thread = Mutex<WorkerThread?>(nil)
+    /// Told after new events, a new status or the stop: the server wakes its parked streams.
+    private let changed = Mutex<(@Sendable () -> Void)?>(nil)
 
     static let recentLimit = 1024
     /// How often the status is rendered for status streams when nothing is committed (ages, a source's state).
@@ -62,14 +65,24 @@ final class ScanFeed: Sendable {
         thread.withLock { $0 = follower }
     }
 
-    /// Ends every stream (their reads return nil at once) and the thread.
+    /// Who is told after each change (the server, once it listens).
+    func onChange(_ body: @escaping @Sendable () -> Void) { changed.withLock { $0 = body } }
+
+    /// Ends every stream (their next read ends them) and the thread.
     func stop() {
         thread.withLock { $0 }?.expectEnd()
         state.update { $0.stopping = true }
         wakeups.update { $0.stopping = true }
         // Woken at once: it ends within its current read of the spool.
         thread.withLock { $0 }?.join(until: MonotonicClock.deadline(after: 5))
+        let told = changed.withLock { body -> (@Sendable () -> Void)? in
+            defer { body = nil }
+            return body
+        }
+        told?()
     }
+
+    private func tell() { changed.withLock { $0 }?() }
 
     /// Scans were committed: read them.
     func wake() { wakeups.update { $0.woken = true } }
@@ -87,7 +100,7 @@ final class ScanFeed: Sendable {
             if stopping { return }
             let statusWanted = state.withLock { $0.statusStreams > 0 }
             do {
-                try readNew()
+                if try readNew() { tell() }
                 if failing { logger.info("http: the spool is readable again") }
                 failing = false
             } catch {
@@ -111,11 +124,14 @@ final class ScanFeed: Sendable {
         }
     }
 
-    private func readNew() throws(SpoolError) {
+    /// Whether there was anything new.
+    private func readNew() throws(SpoolError) -> Bool {
         var after = state.withLock { $0.last }
+        var any = false
         while true {
             let items = try spool.scans(after: after, limit: 500)
-            guard let last = items.last else { return }
+            guard let last = items.last else { return any }
+            any = true
             let events = items.map(Self.event)
             after = last.seq
             state.update { s in
@@ -127,19 +143,20 @@ final class ScanFeed: Sendable {
                     s.recent.removeFirst(dropped)
                 }
             }
-            if items.count < 500 { return }
+            if items.count < 500 { return any }
         }
     }
 
     private func publishStatus() {
         // Without its `updatedAt`, so an unchanged service is not sent again.
         let text = serviceStatus().removing(key: "updatedAt").encoded()
-        state.update { s in
-            if s.status != text {
-                s.status = text
-                s.statusVersion += 1
-            }
+        let new = state.update { s -> Bool in
+            guard s.status != text else { return false }
+            s.status = text
+            s.statusVersion += 1
+            return true
         }
+        if new { tell() }
     }
 
     static func event(_ item: SinkItem) -> Event {
