@@ -13,12 +13,15 @@ import Spool
 /// on and no client (the baseline) and with 50 `/events` clients of which one never reads (goal: within noise);
 /// commit -> event at the SSE clients (Tests/Rigs/http/sse_clients.py, separate processes, CLOCK_MONOTONIC on
 /// both sides); the process's RSS with 50 clients against none; and, with `--browser`, commit -> row on the bench
-/// page in headless Chromium (Tests/Rigs/http/browser_check.py against the real `plings-bridge`).
+/// page in headless Chromium (Tests/Rigs/http/browser_check.py against the real `plings-bridge`); with `--flood`,
+/// the real `plings-bridge` under issue 42's flood (Tests/Rigs/http/flood.py: 2,000 idle connections, 200 streams
+/// of which 50 never read, 100 one-byte-a-second headers, a read every 100 ms by `plings-bridge scan`).
 enum HTTPBenchmark {
     static func run(arguments: [String]) {
         var samples = 300
         var clients = 50
         var browser = false
+        var flood = false
         var i = 0
         while i < arguments.count {
             switch arguments[i] {
@@ -29,6 +32,7 @@ enum HTTPBenchmark {
                 clients = Int(arguments[i + 1]) ?? clients
                 i += 1
             case "--browser": browser = true
+            case "--flood": flood = true
             default: break
             }
             i += 1
@@ -132,7 +136,72 @@ enum HTTPBenchmark {
                     metric: "commit -> row on the bench page (headless Chromium, one scan)", ours: page * 1000,
                     baseline: nil, unit: "ms", goal: "< 1000 ms", higherIsBetter: false))
         }
+        if flood { rows += floodRows(dir: dir) }
         BenchTable.print(rows)
+    }
+
+    /// Issue 42's flood against the real bridge: its figures as rows (nothing when the rig could not run).
+    static func floodRows(dir: TemporaryDirectory) -> [BenchRow] {
+        guard let port = try? freePort() else { return [] }
+        let config = dir.file("flood.json")
+        let spool = dir.file("flood.sqlite")
+        let text = """
+            {"http": {"listen": "127.0.0.1:\(port)"}, "nfc": {"enabled": false}, "hid": {"enabled": false},
+             "hidpos": {"enabled": false}, "serial": {"enabled": false}, "location": {"enabled": false}}
+            """
+        let binary = Products.path("plings-bridge")
+        guard FileManager.default.createFile(atPath: config, contents: Data(text.utf8)),
+            let bridge = try? RunningProcess(binary, ["run", "--config", config, "--spool", spool])
+        else { return [] }
+        defer { bridge.stop() }
+        guard bridge.waitForLogLine(timeout: 15, where: { $0.contains("the local interface is up") }) != nil else {
+            print("error: the bridge did not listen: \(bridge.stderrText)")
+            return []
+        }
+        let scan = JSONValue.array(
+            [binary, "scan", "{code}", "--device", "bench-1", "--config", config, "--spool", spool].map(
+                JSONValue.string)
+        ).encoded()
+        guard
+            let result = try? ProcessRunner.run(
+                "/usr/bin/python3",
+                [
+                    Products.rig("http/flood.py"), String(port), String(bridge.process.processIdentifier),
+                    "--scan-command", scan,
+                ], timeout: 240),
+            let seen = try? JSONParser.parse(Array(result.stdout.utf8))
+        else {
+            print("error: the flood rig failed")
+            return []
+        }
+        func number(_ key: String) -> Double {
+            switch seen[key] {
+            case .integer(let n)?: return Double(n)
+            case .number(let n)?: return n
+            default: return .nan
+            }
+        }
+        var stalled: [Double] = []
+        if case .array(let items)? = seen["stalledClosedAfter"] {
+            for case .number(let n) in items { stalled.append(n + 10) }
+        }
+        return [
+            BenchRow(
+                metric: "flood: /healthz probes answered within 1 s (of 20)", ours: number("probesOK"), baseline: nil,
+                unit: "", goal: ">= 19", higherIsBetter: true),
+            BenchRow(
+                metric: "flood: `scan` to committed, median, flooded vs quiet", ours: number("scanFloodedMs"),
+                baseline: number("scanQuietMs"), unit: "ms", goal: "within noise", higherIsBetter: false),
+            BenchRow(
+                metric: "flood: the bridge's threads, flooded vs before", ours: number("threadsPeak"),
+                baseline: number("threadsBefore"), unit: "", goal: "no growth", higherIsBetter: false),
+            BenchRow(
+                metric: "flood: the bridge's RSS, peak flooded vs before", ours: number("rssKiBPeak") / 1024,
+                baseline: number("rssKiBBefore") / 1024, unit: "MiB", goal: "< +64 MiB", higherIsBetter: false),
+            BenchRow(
+                metric: "flood: a stream never read, cut after (median, from connecting)", ours: median(stalled),
+                baseline: nil, unit: "s", goal: "60-70 s", higherIsBetter: false),
+        ]
     }
 
     struct Round {
