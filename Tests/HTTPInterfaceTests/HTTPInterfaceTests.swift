@@ -201,7 +201,7 @@ struct HTTPInterfaceTests {
     /// its slot); every stream nobody reads is cut 60 s after its client stopped taking bytes, and never before;
     /// no reading stream is cut; a client that leaves is freed within 1 s (the server's socket leaves CLOSE_WAIT,
     /// from /proc/net/tcp); the bridge's threads do not grow and its RSS grows by less than 64 MB. Under
-    /// ThreadSanitizer the flood is a fifth as large and the probes wait 5 s.
+    /// ThreadSanitizer the flood is a fifth as large, the probes wait 5 s and RSS is not judged.
     @Test func theInterfaceHoldsUnderAFlood() throws {
         let s = try setup()
         defer { s.dir.remove() }
@@ -278,7 +278,8 @@ struct HTTPInterfaceTests {
         #expect(number("readingStreamsOpen") == Double(streams - stalled), "a reading stream was cut")
         #expect(numbers("leftFreedAfter").allSatisfy { ($0 ?? 9) <= 1 }, "\(flood.stdout)")
         #expect(number("threadsPeak") <= number("threadsBefore") + 2, "threads grew: \(flood.stdout)")
-        #expect(number("rssKiBPeak") - number("rssKiBBefore") < 64 * 1024, "RSS grew: \(flood.stdout)")
+        // ThreadSanitizer's shadow memory grows with every address touched: RSS is measured without it.
+        if !small { #expect(number("rssKiBPeak") - number("rssKiBBefore") < 64 * 1024, "RSS grew: \(flood.stdout)") }
         // The interface counts what it closed, by why.
         let metrics = try get(s.base + "/metrics").body
         #expect(metrics.contains("plings_bridge_http_closed_total{reason=\"stalled\"} \(stalled)"), "\(metrics)")
