@@ -5,6 +5,7 @@ import HID
 import Logging
 import Spool
 import Platform
+import Plugins
 import QRCode
 import ReadPipeline
 
@@ -41,12 +42,24 @@ extension CLI {
         return 0
     }
 
-    /// `scanners --watch`: runs the HID source until `--count` lines were read or `--duration` seconds passed
-    /// (default: until killed), printing one JSON object per line as it is read (or committed).
+    /// `scanners --watch`: runs every scanner source the configuration enables (the registry's sources that list
+    /// devices: keyboard-wedge, HID POS, serial), as `run` makes them, until `--count` lines were read or
+    /// `--duration` seconds passed (default: until killed), printing one JSON object per line as it is read (or,
+    /// with `--pipeline`, committed). Without `--pipeline` nothing is committed, so no good-read feedback is given.
     private func watchScanners(_ args: Arguments, _ settings: Settings) throws -> Int32 {
         let count = try args.positiveNumber("--count")
         let duration = try args.value("--duration").map { try DurationText.wait($0, flag: "--duration") }
         let config = settings.config
+        let scannerModules = SourceRegistry.modules.filter { $0.listDevices != nil }
+        let modules = scannerModules.filter { $0.isEnabled(config) }
+        for module in scannerModules where !module.isEnabled(config) {
+            logger.info(
+                "not watched: off in the configuration", [("source", module.kind.rawValue), ("key", module.enabledKey)])
+        }
+        guard !modules.isEmpty else {
+            throw CommandFailure.config(
+                "every scanner source is off (\(scannerModules.map(\.enabledKey).joined(separator: ", ")))")
+        }
         let printed = Mutex(0)
         let done = Monitor(false)
         let emit: @Sendable (JSONValue) -> Void = { value in
@@ -58,53 +71,43 @@ extension CLI {
             }
             if reached { done.update { $0 = true } }
         }
-        @Sendable func readJSON(_ read: Read) -> [(String, JSONValue)] {
-            [
-                ("device", .string(read.device)), ("raw", .string(read.raw)),
-                ("time", .string(Timestamp.format(read.time))),
-            ]
-        }
-        var pipeline: Pipeline?
+        let pipeline: Pipeline?
         if args.has("--pipeline") {
             let spool = try openSpool(settings, create: true)
             pipeline = Pipeline(
                 spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
-                fixProvider: NoFixProvider(), debounce: [.hid: config.hid.debounce], logger: logger)
+                fixProvider: NoFixProvider(),
+                debounce: Dictionary(uniqueKeysWithValues: modules.map { ($0.kind, $0.debounce(config)) }),
+                logger: logger)
             pipeline?.start()
-        }
-        let submit: @Sendable (Read) -> Void
-        if let pipeline {
-            submit = { read in
-                pipeline.submit(read) { outcome in
-                    var fields = readJSON(read)
-                    switch outcome {
-                    case .accepted(let scan):
-                        fields += [
-                            ("outcome", .string("accepted")), ("id", .string(scan.id)),
-                            ("state", .string(scan.state.rawValue)),
-                        ]
-                    case .debounced:
-                        fields.append(("outcome", .string("debounced")))
-                    case .refused(let why):
-                        fields += [("outcome", .string("refused")), ("error", .string(why))]
-                    }
-                    emit(.object(fields))
-                }
-            }
         } else {
-            submit = { read in emit(.object(readJSON(read))) }
+            pipeline = nil
         }
-        var hid = config.hid
-        hid.enabled = true
-        let source = HIDSource(config: hid, logger: logger, submit: submit)
-        source.start()
-        logger.info("watching scanners", [("summary", source.summary)])
+        let context = SourceContext(
+            config: config, logger: logger,
+            commit: { read, then in
+                guard let pipeline else { return emit(WatchedRead.json(read, outcome: nil)) }
+                pipeline.submit(read) { outcome in
+                    emit(WatchedRead.json(read, outcome: outcome))
+                    switch outcome {
+                    case .accepted(let scan): then(.committed(pending: scan.state == .pending))
+                    case .debounced: then(.duplicate)
+                    case .refused: then(.refused)
+                    }
+                }
+            })
+        let sources = modules.map { $0.make(context) }
+        for source in sources {
+            source.start()
+            logger.info("watching scanners", [("source", source.name), ("summary", source.state.summary)])
+        }
         if let duration {
             done.wait(until: MonotonicClock.deadline(after: duration)) { $0 }
         } else {
             done.wait { $0 }
         }
-        source.stop()
+        let deadline = MonotonicClock.deadline(after: 3)
+        for source in sources { source.stop(deadline: deadline) }
         pipeline?.stop()
         return 0
     }

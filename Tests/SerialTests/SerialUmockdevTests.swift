@@ -123,6 +123,26 @@ struct SerialUmockdevTests {
         #expect(modem["matched"] == .bool(false) && modem["reason"] == .string("no serial.match rule names it"))
     }
 
+    /// `scanners --watch` reads every scanner source the configuration enables, as `run` makes them (issue 38,
+    /// item 5): a serial scanner's code is printed, and nothing is committed without `--pipeline`.
+    @Test func scannersWatchReadsASerialScanner() throws {
+        let (report, records) = try drive(
+            [
+                #"{"plug":"acm0.umockdev"}"#, #"{"start":true}"#, #"{"wait":"serial scanner attached"}"#,
+                #"{"write":"/dev/ttyACM0","hex":"\#(Self.hex(Self.url1 + "\r"))"}"#, #"{"exit":true}"#,
+            ], serial: #"{"match":[\#(Self.matchScanner)]}"#,
+            command: ["scanners", "--watch", "--count", "1", "--duration", "20"])
+        #expect(report["ok"] == .bool(true), "\(report)")
+        guard case .array(let stdout)? = report["stdout"] else {
+            Issue.record("no stdout: \(report)")
+            return
+        }
+        let lines = try stdout.map { try JSONParser.parse($0.stringValue ?? "") }
+        #expect(lines.map { $0["raw"] } == [.string(Self.url1)], "\(report)")
+        #expect(lines.first?["device"] == .string(Self.name))
+        #expect(records.isEmpty)
+    }
+
     @Test func noRuleMeansNoPortAndStatusSaysSo() throws {
         let (report, records) = try drive(
             [#"{"plug":"acm0.umockdev"}"#, #"{"start":true}"#, #"{"wait":"ready: waiting for reads"}"#], serial: "{}")
