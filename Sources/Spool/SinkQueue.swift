@@ -43,6 +43,7 @@ extension Spool {
             try s.bind(1, name)
             try s.step()
         }
+        registered.withLock { $0[name] = true }
     }
 
     /// Stops queueing new scans for `name` (its configuration was removed). What is already queued stays, so
@@ -53,6 +54,7 @@ extension Spool {
             try s.bind(1, name)
             try s.step()
         }
+        registered.withLock { $0[name] = false }
     }
 
     /// The registered sinks' names.

@@ -49,7 +49,19 @@ public final class Spool: Sendable {
     /// its commits are atomic but not fsynced one by one. Losing the last few on power loss only means a
     /// scan is sent again with the same idempotency key, which delivery allows (at-least-once); it halves
     /// the fsyncs per delivered scan. Accepting a scan and operator actions stay on the FULL connection.
-    private let bookkeeping: Mutex<SQLiteConnection>
+    let bookkeeping: Mutex<SQLiteConnection>
+    /// False for an inspecting open (`openIfExists`): it never writes, so it never moves a damaged file aside.
+    let writable: Bool
+    let synchronous: BridgeConfig.Synchronous
+    /// The file both connections have open. Another process that moves a damaged spool aside puts a new file
+    /// at `path`: every operation first checks the path still names this one (`Spool+Damage.swift`).
+    let identity: Mutex<FileIdentity?>
+    /// Told once for each damaged file this spool moved aside (`onDamage`).
+    let damageHandler = Mutex<(@Sendable (SpoolDamage) -> Void)?>(nil)
+    /// The sinks this spool registered, for a fresh file when the damaged one's list cannot be read.
+    let registered = Mutex<[String: Bool]>([:])
+    /// A damage found while opening, before anyone could be told: told to the first `onDamage` handler.
+    let unreported = Mutex<SpoolDamage?>(nil)
 
     /// How long a connection waits for another process's write lock before failing with "busy" (retrying each
     /// millisecond: `SQLiteConnection.waitWhileBusy`).
@@ -84,10 +96,49 @@ public final class Spool: Sendable {
     /// Opens (creating when missing) and migrates the spool at `path`.
     public init(path: String, synchronous: BridgeConfig.Synchronous = .full) throws(SpoolError) {
         self.path = path
+        self.synchronous = synchronous
+        writable = true
+        let opened:
+            (
+                writer: SQLiteConnection, bookkeeping: SQLiteConnection,
+                migration: (from: Int, to: Int, seconds: Double)?, identity: FileIdentity?
+            )
+        do {
+            opened = try Spool.openWritable(path: path, synchronous: synchronous)
+        } catch {
+            // A file too damaged to open (its schema unreadable): moved aside, and a fresh spool takes its place.
+            guard case .sqlite(let failure) = error, failure.isDamage,
+                let aside = Spool.moveAside(path, at: Date())
+            else { throw error }
+            opened = try Spool.openWritable(path: path, synchronous: synchronous)
+            do {
+                try Spool.continueFrom(opened.writer, lastSeq: nil, sinks: [])
+            } catch let failure as SQLiteError {
+                throw .sqlite(failure)
+            } catch {
+                throw .sqlite(SQLiteError(code: -1, message: "\(error)", context: "open"))
+            }
+            unreported.withLock {
+                $0 = SpoolDamage(path: path, movedTo: aside, error: failure.description, at: Date())
+            }
+        }
+        migration = opened.migration
+        connection = Mutex(opened.writer)
+        bookkeeping = Mutex(opened.bookkeeping)
+        identity = Mutex(opened.identity)
+    }
+
+    /// The two connections of a writable spool at `path` (created and migrated as needed), and the file's
+    /// identity once open.
+    static func openWritable(path: String, synchronous: BridgeConfig.Synchronous) throws(SpoolError) -> (
+        writer: SQLiteConnection, bookkeeping: SQLiteConnection,
+        migration: (from: Int, to: Int, seconds: Double)?, identity: FileIdentity?
+    ) {
         let directory = (path as NSString).deletingLastPathComponent
         try DirectorySync.createDurably(directory.isEmpty ? "." : directory)
         try Spool.createFileIfMissing(path)
         let db: SQLiteConnection
+        let migration: (from: Int, to: Int, seconds: Double)?
         do {
             db = try SQLiteConnection(path: path)
             db.waitWhileBusy()
@@ -114,13 +165,12 @@ public final class Spool: Sendable {
         } catch {
             throw .sqlite(SQLiteError(code: -1, message: "\(error)", context: "open"))
         }
-        connection = Mutex(db)
         do {
             let second = try SQLiteConnection(path: path)
             second.waitWhileBusy()
             try second.execute("PRAGMA synchronous = \(synchronous == .off ? "OFF" : "NORMAL")")
             second.keepWALAllocated()
-            bookkeeping = Mutex(second)
+            return (db, second, migration, FileIdentity(path: path))
         } catch {
             throw .sqlite(error)
         }
@@ -135,6 +185,9 @@ public final class Spool: Sendable {
     private init(inspecting path: String) throws(SpoolError) {
         self.path = path
         self.migration = nil
+        writable = false
+        synchronous = .full
+        identity = Mutex(FileIdentity(path: path))
         do {
             let db = try SQLiteConnection(path: path, readOnly: true)
             db.waitWhileBusy()
@@ -223,25 +276,31 @@ public final class Spool: Sendable {
         }
     }
 
+    /// Runs `body` on the writer connection. A file found damaged on the way is moved aside (see
+    /// `Spool+Damage.swift`) and the error thrown: the caller's next try goes to a fresh file.
     func withConnection<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
+        try followReplacement()
         do {
             return try connection.withLock { db throws(SQLiteError) in
                 defer { db.resetAll() }
                 return try body(db)
             }
         } catch {
+            noteFailure(error)
             throw .sqlite(error)
         }
     }
 
     /// The delivery bookkeeping connection (see `bookkeeping`).
     func withBookkeeping<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
+        try followReplacement()
         do {
             return try bookkeeping.withLock { db throws(SQLiteError) in
                 defer { db.resetAll() }
                 return try body(db)
             }
         } catch {
+            noteFailure(error)
             throw .sqlite(error)
         }
     }
@@ -258,6 +317,16 @@ public final class Spool: Sendable {
     /// Either all are committed or none (a full disk refuses the whole batch).
     public func insert(_ scans: [NewScan]) throws(SpoolError) {
         guard !scans.isEmpty else { return }
+        do {
+            try insertOnce(scans)
+        } catch {
+            // A damaged file was just moved aside: the reads go to the fresh one, never dropped.
+            guard case .sqlite(let failure) = error, failure.isDamage, writable else { throw error }
+            try insertOnce(scans)
+        }
+    }
+
+    private func insertOnce(_ scans: [NewScan]) throws(SpoolError) {
         try withConnection { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
                 let statement = try db.prepare(

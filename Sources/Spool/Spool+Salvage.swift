@@ -1,0 +1,260 @@
+import BridgeCore
+import CSQLite
+import Foundation
+import Platform
+
+/// What a salvage got back from a damaged spool file.
+public struct SalvageReport: Sendable, Equatable {
+    /// Scans copied into this spool, with their id, times, state and each sink's delivery state.
+    public var recovered = 0
+    /// Scans already here (the same id or position): left as they are.
+    public var alreadyHere = 0
+    /// Positions of the damaged file's sequence that could not be read (a position emptied by a purge that sits
+    /// in a damaged page counts too: an upper bound of the scans lost).
+    public var unreadable = 0
+    /// Positions up to the damaged file's last that gave nothing when asked for alone: purged before the damage,
+    /// or lost without a trace in a damaged page (the file cannot tell which).
+    public var absent = 0
+    /// Recovered scans whose delivery states could not be read: pending again for every sink they were queued for
+    /// (sent once more, under the same `Idempotency-Key`).
+    public var statesLost = 0
+
+    public init() {}
+}
+
+/// One column's value, as SQLite stored it (the spool's tables hold text and integers only).
+enum SQLiteValue {
+    case null
+    case integer(Int)
+    case text(String)
+
+    init(_ s: Statement, _ column: Int32) {
+        switch sqlite3_column_type(s.handle, column) {
+        case SQLITE_NULL: self = .null
+        case SQLITE_INTEGER: self = .integer(s.int(column))
+        default: self = .text(s.string(column) ?? "")
+        }
+    }
+
+    func bind(_ s: Statement, _ index: Int32) throws(SQLiteError) {
+        switch self {
+        case .null: try s.bind(index, nil as String?)
+        case .integer(let n): try s.bind(index, n)
+        case .text(let t): try s.bind(index, t)
+        }
+    }
+}
+
+/// Reads every scan a damaged spool file still gives (issue 43) and copies it here, by ranges of positions: a range
+/// that fails is halved until the positions that fail alone are known, so one damaged page costs only the scans on
+/// it. SQLite's own `.recover` cannot be used (Debian 12's shell lacks the dbpage table it needs).
+extension Spool {
+    /// Positions read at once.
+    static let salvageRange = 500
+
+    /// Copies every readable scan of the damaged spool file at `damaged` into this spool, keeping its position,
+    /// id, times and state, and each sink's delivery state (a delivered scan is not sent again; a pending one is
+    /// sent once, under the same key). The damaged file is only read.
+    public func salvage(from damaged: String) throws(SpoolError) -> SalvageReport {
+        let source: SQLiteConnection
+        do {
+            source = try SQLiteConnection(path: damaged, readOnly: true)
+        } catch {
+            throw .sqlite(error)
+        }
+        var report = SalvageReport()
+        let scanColumns = try sharedColumns("scans", source)
+        let queueColumns = (try? sharedColumns("sink_queue", source)) ?? []
+        guard scanColumns.contains("id"), let seqIndex = scanColumns.firstIndex(of: "seq") else {
+            throw .notASpool(damaged)
+        }
+        let select = "SELECT \(scanColumns.joined(separator: ", ")) FROM scans WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq"
+        let point = "SELECT \(scanColumns.joined(separator: ", ")) FROM scans WHERE seq = ?1"
+        // The last position: the tree's own answer, else the sequence's; one beyond any spool's (a damaged page
+        // read as a number) counts as unknown.
+        let last = [
+            try? source.scalarInt("SELECT max(seq) FROM scans"),
+            try? source.scalarInt("SELECT seq FROM sqlite_sequence WHERE name = 'scans'"),
+        ].compactMap { $0 ?? nil }.first { $0 > 0 && $0 < 1 << 40 }
+        // Without its last position (both unreadable), ranges are read until 100,000 positions in a row gave none.
+        var start = 1
+        var emptySince = 1
+        while last.map({ start <= $0 }) ?? (start - emptySince < 100_000) {
+            let end = start + Spool.salvageRange - 1
+            var rows: [[SQLiteValue]] = []
+            report.unreadable += Spool.readRange(
+                source, range: select, point: point, start, min(end, last ?? end), columns: scanColumns.count,
+                seqIndex: seqIndex, into: &rows)
+            if !rows.isEmpty { emptySince = end + 1 }
+            if let last { report.absent += min(end, last) - start + 1 - rows.count }
+            if !rows.isEmpty {
+                try copy(rows, columns: scanColumns, queueColumns: queueColumns, from: source, report: &report)
+            }
+            start = end + 1
+        }
+        return report
+    }
+
+    /// The columns `table` has both here and in `source`, in this spool's order.
+    private func sharedColumns(_ table: String, _ source: SQLiteConnection) throws(SpoolError) -> [String] {
+        func columns(_ db: SQLiteConnection) throws(SQLiteError) -> [String] {
+            let s = try db.prepare("PRAGMA table_info(\(table))")
+            defer { s.reset() }
+            var names: [String] = []
+            while try s.step() { names.append(s.string(1) ?? "") }
+            return names
+        }
+        let theirs: [String]
+        do {
+            theirs = try columns(source)
+        } catch {
+            throw .sqlite(error)
+        }
+        return try withConnection { db throws(SQLiteError) in try columns(db).filter(theirs.contains) }
+    }
+
+    /// Reads positions `from...to` into `rows` (in order); returns how many positions could not be read. A damaged
+    /// page can make a range query fail, or end early without an error (a wrong pointer that still looks like one):
+    /// each position the range did not give is asked for alone, by its key, which takes another path through the
+    /// tree. A position asked for alone that gives nothing was purged, or lost without a trace.
+    static func readRange(
+        _ db: SQLiteConnection, range sql: String, point pointSQL: String, _ from: Int, _ to: Int, columns: Int,
+        seqIndex: Int, into rows: inout [[SQLiteValue]]
+    ) -> Int {
+        guard from <= to else { return 0 }
+        var found: [[SQLiteValue]] = []
+        do {
+            let s = try db.prepare(sql)
+            defer { s.reset() }
+            try s.bind(1, from)
+            try s.bind(2, to)
+            while try s.step() { found.append((0..<Int32(columns)).map { SQLiteValue(s, $0) }) }
+        } catch {
+            found.removeAll()
+        }
+        var seen = Set<Int>()
+        for row in found { if case .integer(let seq) = row[seqIndex] { seen.insert(seq) } }
+        var unreadable = 0
+        if seen.count < to - from + 1 {
+            for position in from...to where !seen.contains(position) {
+                do {
+                    let s = try db.prepare(pointSQL)
+                    defer { s.reset() }
+                    try s.bind(1, position)
+                    if try s.step() { found.append((0..<Int32(columns)).map { SQLiteValue(s, $0) }) }
+                } catch {
+                    unreadable += 1
+                }
+            }
+        }
+        rows += found.sorted { a, b in
+            if case .integer(let x) = a[seqIndex], case .integer(let y) = b[seqIndex] { return x < y }
+            return false
+        }
+        return unreadable
+    }
+
+    /// The rows of `sql` (one `?1`) for `seq`; nil when they could not be read.
+    static func readRows(_ db: SQLiteConnection, _ sql: String, _ seq: Int, columns: Int) -> [[SQLiteValue]]? {
+        do {
+            let s = try db.prepare(sql)
+            defer { s.reset() }
+            try s.bind(1, seq)
+            var rows: [[SQLiteValue]] = []
+            while try s.step() { rows.append((0..<Int32(columns)).map { SQLiteValue(s, $0) }) }
+            return rows
+        } catch {
+            return nil
+        }
+    }
+
+    /// Inserts `rows` (scans) in one transaction, then gives each the delivery states it had.
+    private func copy(
+        _ rows: [[SQLiteValue]], columns: [String], queueColumns: [String], from source: SQLiteConnection,
+        report: inout SalvageReport
+    ) throws(SpoolError) {
+        guard let seqIndex = columns.firstIndex(of: "seq") else { return }
+        // Each scan's queue rows in the damaged file, read before the write lock is taken; nil: unreadable.
+        var states: [Int: [[SQLiteValue]]?] = [:]
+        let queueSelect = "SELECT \(queueColumns.joined(separator: ", ")) FROM sink_queue WHERE seq = ?1"
+        for row in rows {
+            guard case .integer(let seq) = row[seqIndex] else { continue }
+            states[seq] =
+                queueColumns.isEmpty ? nil : Spool.readRows(source, queueSelect, seq, columns: queueColumns.count)
+        }
+        let insert =
+            "INSERT INTO scans (\(columns.joined(separator: ", "))) VALUES ("
+            + columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ") ON CONFLICT DO NOTHING"
+        let sinkIndex = queueColumns.firstIndex(of: "sink")
+        let stateColumns = queueColumns.filter { $0 != "sink" && $0 != "seq" }
+        let (recovered, lost) = try withConnection { db throws(SQLiteError) -> (Int, Int) in
+            try db.transaction { () throws(SQLiteError) -> (Int, Int) in
+                let sequenceBefore = try db.scalarInt("SELECT seq FROM sqlite_sequence WHERE name = 'scans'") ?? 0
+                var recovered = 0
+                var lost = 0
+                let scan = try db.prepare(insert)
+                for row in rows {
+                    guard case .integer(let seq) = row[seqIndex] else { continue }
+                    scan.reset()
+                    for (index, value) in row.enumerated() { try value.bind(scan, Int32(index + 1)) }
+                    try scan.step()
+                    guard db.changes > 0 else { continue }
+                    recovered += 1
+                    // The trigger queued it for today's sinks as pending; the damaged file says what it was.
+                    guard let queued = states[seq] ?? nil, let sinkIndex else {
+                        lost += 1
+                        continue
+                    }
+                    let sinks = queued.compactMap { row -> String? in
+                        if case .text(let name) = row[sinkIndex] { return name }
+                        return nil
+                    }
+                    let drop = try db.prepare("DELETE FROM sink_queue WHERE seq = ?1 AND sink = ?2")
+                    let here = try db.prepare("SELECT sink FROM sink_queue WHERE seq = ?1")
+                    try here.bind(1, seq)
+                    var present: [String] = []
+                    while try here.step() { present.append(here.string(0) ?? "") }
+                    for name in present where !sinks.contains(name) {
+                        drop.reset()
+                        try drop.bind(1, seq)
+                        try drop.bind(2, name)
+                        try drop.step()
+                    }
+                    let add = try db.prepare(
+                        "INSERT INTO sink_queue (sink, seq, state) VALUES (?1, ?2, 'pending') ON CONFLICT DO NOTHING")
+                    let set = try db.prepare(
+                        "UPDATE sink_queue SET "
+                            + stateColumns.enumerated().map { "\($0.element) = ?\($0.offset + 3)" }
+                            .joined(separator: ", ") + " WHERE sink = ?1 AND seq = ?2")
+                    for queueRow in queued {
+                        guard case .text(let name) = queueRow[sinkIndex] else { continue }
+                        add.reset()
+                        try add.bind(1, name)
+                        try add.bind(2, seq)
+                        try add.step()
+                        set.reset()
+                        try set.bind(1, name)
+                        try set.bind(2, seq)
+                        var index: Int32 = 3
+                        for (column, value) in zip(queueColumns, queueRow) where column != "sink" && column != "seq" {
+                            try value.bind(set, index)
+                            index += 1
+                        }
+                        try set.step()
+                    }
+                }
+                // The scans alive are the sequence plus `scan_counts` (Schema 4), and a scan inserted at a position
+                // of its own moves the sequence only past the highest: the pending row makes up the difference.
+                let sequenceAfter = try db.scalarInt("SELECT seq FROM sqlite_sequence WHERE name = 'scans'") ?? 0
+                let missing = recovered - (sequenceAfter - sequenceBefore)
+                if missing != 0 {
+                    try db.execute("UPDATE scan_counts SET n = n + \(missing) WHERE state = 'pending'")
+                }
+                return (recovered, lost)
+            }
+        }
+        report.recovered += recovered
+        report.alreadyHere += rows.count - recovered
+        report.statesLost += lost
+    }
+}

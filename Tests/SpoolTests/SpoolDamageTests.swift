@@ -1,0 +1,155 @@
+import BridgeCore
+import BridgeTestSupport
+import CSQLite
+import Foundation
+import Platform
+import Testing
+
+@testable import Spool
+
+/// A damaged spool file (issue 43), on real SQLite files damaged as a worn card leaves them: random bytes over the
+/// cells of every third page past the schema's, after a checkpoint put every page in the main file. Found by the
+/// statement that meets it, moved aside, replaced by a fresh file that takes the read, and salvaged with every
+/// scan's record and delivery state exactly as they were.
+@Suite(.serialized)
+struct SpoolDamageTests {
+    let builder = ScanBuilder(parser: PlingsURLParser())
+
+    /// Scan `n`: a Plings URL, or (every seventh) an unrecognized read.
+    func scan(_ n: Int) -> NewScan {
+        let raw = n % 7 == 0 ? "not a url \(n)" : "https://s.plings.io/?t=q&i=Dmg\(n)x&p=4.2.\(n)"
+        return builder.build(
+            Read(
+                sourceKind: .manual, device: "t", raw: raw, time: Date(timeIntervalSince1970: 1_781_424_000 + Double(n))
+            ),
+            fix: nil)
+    }
+
+    /// A spool of 300 scans, queued for `mqtt` too with every even one delivered there, checkpointed and closed.
+    /// Returns the records and the scans still pending for `mqtt`.
+    func filledSpool(_ path: String) throws -> (records: [ScanRecord], mqttPending: Set<String>) {
+        let spool = try Spool(path: path, synchronous: .off)
+        try spool.registerSink("mqtt")
+        for n in 1...300 { try spool.insert([scan(n)]) }
+        let queued = try spool.pendingForSink("mqtt", afterSeq: 0, limit: 1000)
+        try spool.markSinkDelivered("mqtt", seqs: queued.filter { $0.seq % 2 == 0 }.map(\.seq), now: Date())
+        let records = try spool.list()
+        let pending = Set(try spool.pendingForSink("mqtt", afterSeq: 0, limit: 1000).map(\.record.id))
+        try spool.withTestConnection { db throws(SQLiteError) in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
+        return (records, pending)
+    }
+
+    /// Random bytes (a fixed seed) over 3,000 bytes of every third page from page `from` on.
+    func damage(_ path: String, from: Int = 20) throws {
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        defer { try? handle.close() }
+        let size = try handle.seekToEnd()
+        var generator = SeededRandom(seed: 43)
+        for page in stride(from: from, to: Int(size) / 4096, by: 3) {
+            try handle.seek(toOffset: UInt64(page * 4096 + 200))
+            handle.write(Data(generator.bytes(3000)))
+        }
+    }
+
+    func digest(_ path: String) throws -> Data { try Data(contentsOf: URL(fileURLWithPath: path)) }
+
+    @Test func aCommitThatMeetsDamageGoesToAFreshSpoolAndTheReadableScansAreSalvaged() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        let (originals, mqttPending) = try filledSpool(path)
+        try damage(path)
+        let spool = try Spool(path: path)
+        let told = Mutex<[SpoolDamage]>([])
+        spool.onDamage { damage in told.withLock { $0.append(damage) } }
+        // The spool's counts (a handful of rows on pages the damage spared) still read; the scans do not.
+        #expect(throws: SpoolError.self) { try spool.list() }
+        let found = try #require(told.withLock { $0 }.first)
+        #expect(found.movedTo.hasPrefix(path + ".damaged-") && FileManager.default.fileExists(atPath: found.movedTo))
+        #expect(found.error.contains("malformed"), "\(found.error)")
+        // The next read goes to the fresh file at the same path.
+        let after = scan(1000)
+        try spool.insert([after])
+        #expect(try spool.record(id: after.id)?.raw == after.read.raw)
+        let damagedBytes = try digest(found.movedTo)
+
+        let report = try spool.salvage(from: found.movedTo)
+        #expect(report.recovered + report.absent + report.unreadable == 300, "\(report)")
+        #expect(report.recovered >= 150, "a third of the pages is damaged: \(report)")
+        let byID = Dictionary(uniqueKeysWithValues: originals.map { ($0.id, $0) })
+        let salvaged = try spool.list().filter { $0.id != after.id }
+        #expect(salvaged.count == report.recovered)
+        for record in salvaged {
+            let original = try #require(byID[record.id])
+            #expect(record.raw == original.raw && record.state == original.state)
+            #expect(record.createdAt == original.createdAt && record.inputJSON == original.inputJSON)
+        }
+        // Delivered to the broker stays delivered, unless its delivery state was unreadable (then sent again).
+        let nowPending = Set(try spool.pendingForSink("mqtt", afterSeq: 0, limit: 2000).map(\.record.id))
+        let resent = nowPending.subtracting(mqttPending).subtracting([after.id])
+        #expect(resent.count <= report.statesLost, "\(resent.count) delivered scans pending again: \(report)")
+        // Capture order: every salvaged scan keeps its position, before the read that found the damage.
+        #expect(try spool.list().last?.id == after.id)
+        let counts = try spool.stats().counts.values.reduce(0, +)
+        #expect(counts == report.recovered + 1)
+        // The damaged file is only read; a second salvage copies nothing twice.
+        #expect(try digest(found.movedTo) == damagedBytes)
+        let again = try spool.salvage(from: found.movedTo)
+        #expect(again.recovered == 0 && again.alreadyHere == report.recovered)
+    }
+
+    /// Two spools on one path (as two processes): the one that finds the damage moves the file aside; the other's
+    /// next write goes to the fresh file, never into the damaged one.
+    @Test func anotherOpenerFollowsToTheFreshFile() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        _ = try filledSpool(path)
+        try damage(path)
+        let first = try Spool(path: path)
+        let second = try Spool(path: path)
+        let told = Mutex<[SpoolDamage]>([])
+        first.onDamage { damage in told.withLock { $0.append(damage) } }
+        #expect(throws: SpoolError.self) { try first.list() }
+        let moved = try #require(told.withLock { $0 }.first?.movedTo)
+        let before = try digest(moved)
+        let read = scan(2000)
+        try second.insert([read])
+        #expect(try first.record(id: read.id) != nil)
+        #expect(try digest(moved) == before)
+    }
+
+    /// A file whose header is gone (not a database any more) is moved aside at open, and the first handler hears it.
+    @Test func aFileTooDamagedToOpenIsMovedAsideAtOpen() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        _ = try filledSpool(path)
+        let handle = try #require(FileHandle(forUpdatingAtPath: path))
+        handle.write(Data(repeating: 0x5A, count: 100))
+        try handle.close()
+        let spool = try Spool(path: path)
+        let told = Mutex<[SpoolDamage]>([])
+        spool.onDamage { damage in told.withLock { $0.append(damage) } }
+        #expect(told.withLock { $0 }.count == 1)
+        let read = scan(3000)
+        try spool.insert([read])
+        #expect(try spool.list().map(\.id) == [read.id])
+        #expect(throws: SpoolError.self) { try spool.salvage(from: told.withLock { $0 }.first?.movedTo ?? "") }
+    }
+
+    /// The quick check finds damage no statement met yet; a sound file passes.
+    @Test func theQuickCheckFindsDamageNoStatementMet() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        _ = try filledSpool(path)
+        #expect(Spool.integrityProblem(path: path) == nil)
+        try damage(path)
+        let problem = try #require(Spool.integrityProblem(path: path))
+        #expect(!problem.contains("\n") && !problem.contains("***"), "one plain line: \(problem)")
+        let spool = try Spool(path: path)
+        #expect(try spool.check() != nil)
+        #expect(Spool.integrityProblem(path: path) == nil)
+    }
+}
