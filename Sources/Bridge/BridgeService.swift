@@ -62,6 +62,11 @@ public final class BridgeService: Sendable {
             logger.error("cannot open the spool", [("path", settings.spoolPath), ("error", error.description)])
             return 1
         }
+        // A damaged spool file is moved aside and salvaged in the background (issue 43); `status` follows.
+        let reporterRef = Mutex<StatusReporter?>(nil)
+        let damageWatch = SpoolDamageWatch(spool: spool, logger: logger, background: true) {
+            reporterRef.withLock { $0 }?.wake()
+        }
         let location = LocationSlot(config: config, logger: logger)
         // The sinks are made first (the pipeline wakes them after each commit); what they ask of the rest of the
         // service (the device's status for MQTT, the whole status, the status reporter's wake-ups) is bound here
@@ -102,6 +107,7 @@ public final class BridgeService: Sendable {
             pipeline: pipeline, sinks: sinks, sources: sources.reporterSources,
             fixAge: { location.client.map { $0.status().fixAge ?? .infinity } }, location: { location.snapshot() },
             configuration: { configuration.withLock { $0.json } }, logger: logger)
+        reporterRef.withLock { $0 = reporter }
         bound.withLock {
             $0.reporter = reporter
             $0.sinks = sinks.map(\.sink)
@@ -129,6 +135,9 @@ public final class BridgeService: Sendable {
         group.start()
 
         logSummary(spool: spool, sources: sources)
+        // What an earlier run moved aside and could not finish salvaging, then the whole file checked once.
+        damageWatch.salvageLeftovers()
+        damageWatch.checkInBackground()
         systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
         // The watchdog's first ping must not come before READY=1: it starts last and stops first.
         watchdog?.start()
@@ -159,6 +168,7 @@ public final class BridgeService: Sendable {
         let deadline = MonotonicClock.deadline(after: BridgeService.stopBudget)
         watchdog?.stop(deadline: deadline)
         let overdue = group.stop(deadline: deadline)
+        damageWatch.stop()
         if !overdue.isEmpty {
             logger.warn("stop deadline passed; exiting anyway", [("late", overdue.joined(separator: ","))])
         }

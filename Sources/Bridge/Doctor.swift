@@ -111,6 +111,16 @@ public enum Doctor {
                 "spool", .fail, "cannot create \(settings.spoolPath): \(directory) is not writable",
                 fix: "create the directory for the service user, or set spool.path (systemd: StateDirectory)")
         }
+        // Read-only first: doctor says what is wrong and leaves the moving aside to the service (issue 43).
+        if let problem = Spool.integrityProblem(path: settings.spoolPath) {
+            return DoctorCheck(
+                "spool", .fail, "spool \(settings.spoolPath) is damaged: \(problem)",
+                fix:
+                    "restart the service: it moves the damaged file aside, takes new reads in a fresh spool and copies "
+                    + "every readable scan over (docs/operations.md, \"A damaged spool\"); then replace the storage card"
+            )
+        }
+        let damaged = SpoolDamageWatch.damagedFiles(of: settings.spoolPath)
         do {
             let spool = try Spool(path: settings.spoolPath, synchronous: settings.config.spool.synchronous)
             let stats = try spool.stats()
@@ -118,6 +128,17 @@ public enum Doctor {
             let dead = stats.counts[.dead] ?? 0
             var message = "spool \(settings.spoolPath) writable, schema v\(stats.schemaVersion), \(pending) pending"
             if dead > 0 { message += ", \(dead) dead" }
+            if let newest = damaged.last {
+                let salvage = SpoolDamageWatch.salvaged(newest)
+                message +=
+                    "; \(damaged.count) damaged file(s) moved aside beside it (newest \(newest): "
+                    + (salvage.map { "\($0["recovered"]?.encoded() ?? "?") scans copied back" } ?? "not salvaged yet")
+                    + ")"
+                return DoctorCheck(
+                    "spool", .warn, message,
+                    fix: "the storage wears: replace the card soon; once the salvage is done, remove the damaged files "
+                        + "(docs/operations.md, \"A damaged spool\")")
+            }
             return DoctorCheck(
                 "spool", dead > 0 ? .warn : .ok, message,
                 fix: dead > 0

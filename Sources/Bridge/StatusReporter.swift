@@ -179,6 +179,8 @@ public final class StatusReporter: Service {
                     .object([
                         ("path", .string(spool.path)), ("counts", s.json()["counts"] ?? .null),
                         ("oldestPendingAge", s.oldestPendingAge.map { .number(($0).rounded()) } ?? .null),
+                        // Damaged files moved aside beside it, and what their salvage recovered (issue 43).
+                        ("damaged", SpoolDamageWatch.statusEntry(of: spool.path)),
                     ])
                 } ?? .null
             ),
@@ -243,6 +245,10 @@ public final class StatusReporter: Service {
                 "plings_bridge_oldest_pending_age_seconds", stats.oldestPendingAge ?? 0,
                 help: "Age of the oldest pending scan (0 when none)")
         }
+        m.add(
+            "plings_bridge_spool_damaged", Double(SpoolDamageWatch.damagedFiles(of: spool.path).count),
+            help: "Damaged spool files moved aside beside the spool (their readable scans are copied over; see "
+                + "docs/operations.md, \"A damaged spool\")")
         // From the spool: every process's attempts, `scan`'s one attempt included, and across restarts.
         if let totals = try? spool.deliveryTotals() {
             m.add(

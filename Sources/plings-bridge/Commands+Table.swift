@@ -39,6 +39,8 @@ extension CLI {
                   export                   every scan as JSON lines (for backup or hand-over)
                   purge --delivered --older-than AGE
                                            delete delivered scans older than AGE (e.g. 7d, 12h, 3600)
+                  salvage FILE [--json]    copy every scan still readable in a damaged spool file (moved aside
+                                           as spool.sqlite.damaged-TIME) into the spool, delivery states kept
                 Pending, dead and unrecognized scans are never purged.
                 """,
             options: [

@@ -213,6 +213,9 @@ struct CLI {
         }
         if !existed { handOverToDirectoryOwner(path) }
         if let fields = spool.migrationLogFields { logger.info("spool migrated", fields) }
+        // A damaged file found by this command is moved aside and salvaged before the command ends (issue 43).
+        let watch = SpoolDamageWatch(spool: spool, logger: logger, background: false)
+        commandDamageWatches.withLock { $0.append(watch) }
         return spool
     }
 
@@ -312,3 +315,6 @@ enum DurationText {
         return "\(Int(seconds / 86_400))d"
     }
 }
+
+/// The damage watches of the spools commands opened: kept for the process's life (a spool holds its watch weakly).
+private let commandDamageWatches = Mutex<[SpoolDamageWatch]>([])

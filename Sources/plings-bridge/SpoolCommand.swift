@@ -19,6 +19,7 @@ struct SpoolSubcommand: Sendable {
         SpoolSubcommand(name: "retry", changesSpool: true) { try $0.spoolRetry($1, $2, $3) },
         SpoolSubcommand(name: "export", changesSpool: false) { cli, _, _, spool in try cli.spoolExport(spool) },
         SpoolSubcommand(name: "purge", changesSpool: true) { try $0.spoolPurge($1, $3) },
+        SpoolSubcommand(name: "salvage", changesSpool: true) { try $0.spoolSalvage($1, $2, $3) },
     ]
 
     /// `list|stats|retry|export|purge`, for the synopsis.
@@ -219,6 +220,34 @@ extension CLI {
             "purge finished",
             [("purged", String(n)), ("seconds", ProgressLine.seconds(MonotonicClock.now() - started))])
         print("purged \(n) delivered scan(s)")
+        return 0
+    }
+
+    /// `spool salvage FILE`: copies every scan still readable in a damaged spool file into the spool, with its
+    /// position, id, times and delivery states (issue 43); the file is only read. Prints what it recovered.
+    func spoolSalvage(_ args: Arguments, _ settings: Settings, _ existing: Spool?) throws -> Int32 {
+        guard args.positional.count == 2 else {
+            throw CommandFailure.usage("salvage takes the damaged file: spool salvage FILE")
+        }
+        let file = args.positional[1]
+        guard FileManager.default.fileExists(atPath: file) else {
+            throw CommandFailure.runtime("no file at \(TerminalText.escape(file))")
+        }
+        let spool = try existing ?? openSpool(settings, create: true)
+        let report = try spool.salvage(from: file)
+        if args.json {
+            print(
+                JSONValue.object([
+                    ("file", .string(file)), ("recovered", .integer(report.recovered)),
+                    ("alreadyHere", .integer(report.alreadyHere)), ("unreadable", .integer(report.unreadable)),
+                    ("absent", .integer(report.absent)), ("statesLost", .integer(report.statesLost)),
+                ]).encoded())
+        } else {
+            print(
+                "recovered \(report.recovered) scan(s) (\(report.alreadyHere) already here); "
+                    + "\(report.unreadable) position(s) unreadable, \(report.absent) gave nothing (purged or lost); "
+                    + "\(report.statesLost) recovered without their delivery states (sent again, same key)")
+        }
         return 0
     }
 
