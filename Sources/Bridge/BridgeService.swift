@@ -101,6 +101,10 @@ public final class BridgeService: Sendable {
         let current = self.current
         let configuration = self.configuration
         let retention = PeriodicThread(name: "retention", interval: 3600) { [self] in pruneDelivered(spool) }
+        // The whole spool file checked at start and daily, at the lowest priority (issue 43).
+        let integrity = PeriodicThread(name: "spool-check", interval: SpoolDamageWatch.checkInterval) {
+            damageWatch.checkNow()
+        }
         let reporter = StatusReporter(
             statusPath: settings.statusPath, metricsPath: config.metrics.textfile,
             metricsInterval: config.metrics.interval, spool: spool,
@@ -130,14 +134,15 @@ public final class BridgeService: Sendable {
         // sinks start before the pipeline, so every read from now on is queued for the broker too; the sources
         // stop before the pipeline, which then commits what it holds before the sinks stop.
         let group = ServiceGroup(
-            layers: [[location], sinks.map(\.sink) + [spoolWatch], [pipeline], [sources, retention, reporter]])
+            layers: [
+                [location], sinks.map(\.sink) + [spoolWatch], [pipeline], [sources, retention, integrity, reporter],
+            ])
         // Starting blocks (a source waits for its devices): on this thread, which is not Swift's cooperative pool.
         group.start()
 
         logSummary(spool: spool, sources: sources)
-        // What an earlier run moved aside and could not finish salvaging, then the whole file checked once.
+        // What an earlier run moved aside and could not finish salvaging.
         damageWatch.salvageLeftovers()
-        damageWatch.checkInBackground()
         systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
         // The watchdog's first ping must not come before READY=1: it starts last and stops first.
         watchdog?.start()
@@ -290,7 +295,11 @@ extension BridgeService {
             ("sources", .object(sources.map { ($0.kind, .bool($0.up())) })),
             (
                 "spool",
-                .object([("pending", .integer(counts[.pending] ?? 0)), ("unpublished", .integer(unpublished))])
+                .object([
+                    ("pending", .integer(counts[.pending] ?? 0)), ("unpublished", .integer(unpublished)),
+                    // Damaged files moved aside beside the spool (issue 43): the card is wearing out.
+                    ("damaged", .integer(SpoolDamageWatch.damagedFiles(of: spool.path).count)),
+                ])
             ),
             ("lastReadAt", lastRead.map { .string(Timestamp.format($0)) } ?? .null),
             ("fix", .string(fix)),

@@ -41,21 +41,20 @@ public final class SpoolDamageWatch: Sendable {
         }
     }
 
-    /// Checks the whole spool file once (SQLite's quick check), on a thread of its own at the lowest priority: a
-    /// damaged file is moved aside and salvaged, as when a statement finds it.
-    public func checkInBackground() {
-        let spool = self.spool
-        let logger = self.logger
-        let thread = OwnThread(name: "spool-check") {
-            // Linux keeps a nice value per thread: this one only (who 0 is the calling thread).
-            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
-            do throws(SpoolError) {
-                _ = try spool.check()
-            } catch {
-                logger.warn("spool: the integrity check could not run", [("error", error.description)])
-            }
+    /// How often the whole file is checked while the service runs (and once at its start).
+    public static let checkInterval: Double = 86_400
+
+    /// Checks the whole spool file (SQLite's quick check, ~1 s per 100 MB) on the calling thread, lowered to the
+    /// lowest priority for good: a damaged file is moved aside and salvaged, as when a statement finds it. The
+    /// check reads on a connection of its own and takes no write lock, so commits go on meanwhile.
+    public func checkNow() {
+        // Linux keeps a nice value per thread: this one only (who 0 is the calling thread).
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+        do throws(SpoolError) {
+            _ = try spool.check()
+        } catch {
+            logger.warn("spool: the integrity check could not run", [("error", error.description)])
         }
-        salvagers.withLock { $0.append(thread) }
     }
 
     private func salvage(_ file: String) {

@@ -139,6 +139,8 @@ enum BenchPage {
           const lines = [];
           if (status.delivery) lines.push(item("API: " + status.delivery.state + (pending !== undefined ? ", " + pending + " waiting" : "") + (status.delivery.reason ? " (" + status.delivery.reason + ")" : ""), status.delivery.state !== "failing" && status.delivery.state !== "paused"));
           if (status.mqtt) lines.push(item("MQTT: " + status.mqtt.state + ", " + status.mqtt.pending + " waiting" + (status.mqtt.reason ? " (" + status.mqtt.reason + ")" : ""), status.mqtt.state === "publishing"));
+          const damaged = (status.spool || {}).damaged || [];
+          if (damaged.length) lines.push(item("Spool: " + damaged.length + " damaged file(s) moved aside; reads go on in a fresh spool. Replace the storage card soon.", false));
           sinks.replaceChildren(...lines);
           const panel = document.getElementById("error-panel");
           panel.hidden = !status.lastError;

@@ -91,7 +91,8 @@ import Testing
          "serial": {"match": [{"devnode": "/dev/ttyNONE*"}]}}
         """#.write(toFile: config, atomically: true, encoding: .utf8)
         let workers = [
-            "pipeline", "spool-watch", "status", "retention", "gpsd", "hid-reader", "hidpos-reader", "serial-reader",
+            "pipeline", "spool-watch", "status", "retention", "spool-check", "gpsd", "hid-reader", "hidpos-reader",
+            "serial-reader",
             "nfc-pcsc", "nfc-feedback", "forwarder", "forwarder-0", "mqtt", "mqtt-network", "http-feed", "http-retry",
         ]
         let results = Mutex<[String: ProcessResult]>([:])
