@@ -185,6 +185,10 @@ extension Spool {
         let insert =
             "INSERT INTO scans (\(columns.joined(separator: ", "))) VALUES ("
             + columns.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ") ON CONFLICT DO NOTHING"
+        let others = columns.filter { $0 != "seq" }
+        let insertWithoutSeq =
+            "INSERT INTO scans (\(others.joined(separator: ", "))) VALUES ("
+            + others.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")"
         let sinkIndex = queueColumns.firstIndex(of: "sink")
         let stateColumns = queueColumns.filter { $0 != "sink" && $0 != "seq" }
         let (recovered, lost) = try withConnection { db throws(SQLiteError) -> (Int, Int) in
@@ -193,15 +197,33 @@ extension Spool {
                 var recovered = 0
                 var lost = 0
                 let scan = try db.prepare(insert)
+                let idIndex = columns.firstIndex(of: "id") ?? 0
+                let known = try db.prepare("SELECT 1 FROM scans WHERE id = ?1")
                 for row in rows {
-                    guard case .integer(let seq) = row[seqIndex] else { continue }
+                    guard case .integer(let original) = row[seqIndex] else { continue }
+                    var seq = original
                     scan.reset()
                     for (index, value) in row.enumerated() { try value.bind(scan, Int32(index + 1)) }
                     try scan.step()
-                    guard db.changes > 0 else { continue }
+                    if db.changes == 0 {
+                        // Its position is taken by another scan (a fresh spool that began from 1, when power was cut
+                        // between moving the file aside and continuing its sequence): kept at a new position.
+                        known.reset()
+                        try row[idIndex].bind(known, 1)
+                        guard try !known.step() else {
+                            known.reset()
+                            continue
+                        }
+                        let moved = try db.prepare(insertWithoutSeq)
+                        for (index, value) in row.enumerated() where index != seqIndex {
+                            try value.bind(moved, Int32(index < seqIndex ? index + 1 : index))
+                        }
+                        try moved.step()
+                        seq = try db.scalarInt("SELECT last_insert_rowid()") ?? seq
+                    }
                     recovered += 1
                     // The trigger queued it for today's sinks as pending; the damaged file says what it was.
-                    guard let queued = states[seq] ?? nil, let sinkIndex else {
+                    guard let queued = states[original] ?? nil, let sinkIndex else {
                         lost += 1
                         continue
                     }

@@ -98,6 +98,29 @@ struct SpoolDamageTests {
         #expect(again.recovered == 0 && again.alreadyHere == report.recovered)
     }
 
+    /// Power cut between moving the file aside and continuing its sequence: the fresh spool began from 1, so its
+    /// scans hold positions the damaged file's scans had. Both are kept; the salvaged ones at new positions.
+    @Test func aFreshSpoolThatBeganFromOneKeepsItsScansAndTheSalvagedOnes() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        let damaged = dir.file("s.sqlite.damaged-20261204T000000Z")
+        let (originals, _) = try filledSpool(path)
+        try damage(path)
+        #expect(rename(path, damaged) == 0)
+        for suffix in ["-wal", "-shm"] { _ = rename(path + suffix, damaged + suffix) }
+        let spool = try Spool(path: path)
+        let fresh = (1...5).map { scan(5000 + $0) }
+        try spool.insert(fresh)
+        let report = try spool.salvage(from: damaged)
+        #expect(report.recovered >= 150 && report.alreadyHere == 0, "\(report)")
+        let ids = Set(try spool.list().map(\.id))
+        #expect(ids.isSuperset(of: fresh.map(\.id)))
+        #expect(ids.count == report.recovered + fresh.count)
+        #expect(ids.subtracting(fresh.map(\.id)).isSubset(of: originals.map(\.id)))
+        #expect(try spool.stats().counts.values.reduce(0, +) == ids.count)
+    }
+
     /// Two spools on one path (as two processes): the one that finds the damage moves the file aside; the other's
     /// next write goes to the fresh file, never into the damaged one.
     @Test func anotherOpenerFollowsToTheFreshFile() throws {
