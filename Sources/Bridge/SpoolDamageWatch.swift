@@ -15,6 +15,8 @@ public final class SpoolDamageWatch: Sendable {
     /// The service salvages on a thread of its own (reads never wait for it); a command salvages before it ends.
     private let background: Bool
     private let salvagers = Mutex<[OwnThread]>([])
+    /// The files being salvaged now: the start-up's leftovers and a damage found meanwhile never race on one.
+    private let salvaging = Mutex<Set<String>>([])
     /// Told after a damage was found or a salvage ended (`status` follows at once).
     private let changed: @Sendable () -> Void
 
@@ -44,21 +46,33 @@ public final class SpoolDamageWatch: Sendable {
     /// How often the whole file is checked while the service runs (and once at its start).
     public static let checkInterval: Double = 86_400
 
-    /// Checks the whole spool file (SQLite's quick check, ~1 s per 100 MB) on the calling thread, lowered to the
-    /// lowest priority for good: a damaged file is moved aside and salvaged, as when a statement finds it. The
-    /// check reads on a connection of its own and takes no write lock, so commits go on meanwhile.
+    /// Checks the whole spool file (SQLite's quick check, ~1 s per 100 MB) and returns when it is done: a damaged
+    /// file is moved aside and salvaged, as when a statement finds it. The check reads on a connection of its own
+    /// and takes no write lock, so commits go on meanwhile. It runs on a thread of its own at the lowest priority
+    /// that takes no signal, which ends with it: a thread left at nice 19 could be the one a fatal signal lands on,
+    /// and the runtime's crash report would then start (and be starved) at that priority.
     public func checkNow() {
-        // Linux keeps a nice value per thread: this one only (who 0 is the calling thread).
-        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
-        do throws(SpoolError) {
-            _ = try spool.check()
-        } catch {
-            logger.warn("spool: the integrity check could not run", [("error", error.description)])
+        let spool = self.spool
+        let logger = self.logger
+        let check = OwnThread(name: "spool-check-run") {
+            var all = sigset_t()
+            sigfillset(&all)
+            pthread_sigmask(SIG_BLOCK, &all, nil)
+            // Linux keeps a nice value per thread: this one only (who 0 is the calling thread).
+            _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
+            do throws(SpoolError) {
+                _ = try spool.check()
+            } catch {
+                logger.warn("spool: the integrity check could not run", [("error", error.description)])
+            }
         }
+        check.join()
     }
 
     private func salvage(_ file: String) {
+        guard salvaging.withLock({ $0.insert(file).inserted }) else { return }
         let spool = self.spool
+        let salvaging = self.salvaging
         let logger = self.logger
         let changed = self.changed
         let work: @Sendable () -> Void = {
@@ -83,6 +97,7 @@ public final class SpoolDamageWatch: Sendable {
                     "spool: cannot salvage the damaged file; it is kept as it is",
                     [("file", file), ("error", error.description)])
             }
+            salvaging.withLock { _ = $0.remove(file) }
             changed()
         }
         if background {
