@@ -62,6 +62,8 @@ struct plings_httpd_server {
 
     /// Guards everything below, the entries and their streams.
     pthread_mutex_t lock;
+    /// Signalled when a stream ends (plings_httpd_stop waits for the last), on the monotonic clock.
+    pthread_cond_t stream_ended;
     struct connection_entry *head, *tail;
     unsigned open;
     unsigned open_cut;
@@ -494,6 +496,7 @@ static void notify_connection(void *cls, struct MHD_Connection *connection, void
     if (entry->stream != NULL) {
         epoll_ctl(server->keeper_epoll, EPOLL_CTL_DEL, entry->fd, NULL);
         entry->stream->entry = NULL;
+        pthread_cond_broadcast(&server->stream_ended);
     }
     pthread_mutex_unlock(&server->lock);
     free(entry);
@@ -624,6 +627,7 @@ static void stop_keeper_thread(plings_httpd_server *server) {
 static void free_server(plings_httpd_server *server) {
     close(server->keeper_epoll);
     close(server->wake_fd);
+    pthread_cond_destroy(&server->stream_ended);
     pthread_mutex_destroy(&server->lock);
     free(server);
 }
@@ -675,6 +679,11 @@ plings_httpd_server *plings_httpd_start(const plings_httpd_options *options, pli
     server->keeper_deadline = INFINITY;
     server->next_stall_check = INFINITY;
     pthread_mutex_init(&server->lock, NULL);
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_cond_init(&server->stream_ended, &monotonic);
+    pthread_condattr_destroy(&monotonic);
     server->keeper_epoll = epoll_create1(EPOLL_CLOEXEC);
     server->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     struct epoll_event wake = {.events = EPOLLIN, .data.u64 = 0};
@@ -685,6 +694,7 @@ plings_httpd_server *plings_httpd_start(const plings_httpd_options *options, pli
         close(fd);
         if (server->keeper_epoll >= 0) close(server->keeper_epoll);
         if (server->wake_fd >= 0) close(server->wake_fd);
+        pthread_cond_destroy(&server->stream_ended);
         pthread_mutex_destroy(&server->lock);
         free(server);
         return NULL;
@@ -737,31 +747,41 @@ plings_httpd_server *plings_httpd_start(const plings_httpd_options *options, pli
 
 uint16_t plings_httpd_port(const plings_httpd_server *server) { return server->port; }
 
+// Whether a connection still holds a stream. Lock held.
+static int has_stream_locked(plings_httpd_server *server) {
+    for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
+        if (e->stream != NULL) return 1;
+    }
+    return 0;
+}
+
 void plings_httpd_stop(plings_httpd_server *server) {
     if (server == NULL) return;
     // libmicrohttpd must not be stopped with a suspended connection: every stream ends (its reader answers an
     // error, its connection closes) and the keeper stops resuming them; what is left after 2 s is stopped anyway.
-    double deadline = monotonic_now() + 2;
-    for (;;) {
-        size_t count = 0, capacity = 0;
-        struct MHD_Connection **resume = NULL;
-        pthread_mutex_lock(&server->lock);
-        server->stopping = 1;
-        int streams = 0;
-        for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
-            struct stream *stream = e->stream;
-            if (stream == NULL) continue;
-            streams++;
-            stream->gone = 1;
-            if (stream->suspended && push_resume(&resume, &count, &capacity, e->connection)) stream->suspended = 0;
-        }
-        pthread_mutex_unlock(&server->lock);
-        for (size_t i = 0; i < count; i++) MHD_resume_connection(resume[i]);
-        free(resume);
-        if (streams == 0 || monotonic_now() >= deadline) break;
-        struct timespec pause = {0, 10 * 1000 * 1000};
-        nanosleep(&pause, NULL);
+    // A stream marked gone never suspends again (its reader looks under the lock first), so one pass resumes them
+    // all; then the wait is for their ends (stream_free signals each).
+    size_t count = 0, capacity = 0;
+    struct MHD_Connection **resume = NULL;
+    pthread_mutex_lock(&server->lock);
+    server->stopping = 1;
+    for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
+        struct stream *stream = e->stream;
+        if (stream == NULL) continue;
+        stream->gone = 1;
+        if (stream->suspended && push_resume(&resume, &count, &capacity, e->connection)) stream->suspended = 0;
     }
+    pthread_mutex_unlock(&server->lock);
+    for (size_t i = 0; i < count; i++) MHD_resume_connection(resume[i]);
+    free(resume);
+    struct timespec until;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_sec += 2;
+    pthread_mutex_lock(&server->lock);
+    while (has_stream_locked(server) &&
+           pthread_cond_timedwait(&server->stream_ended, &server->lock, &until) != ETIMEDOUT) {
+    }
+    pthread_mutex_unlock(&server->lock);
     stop_keeper_thread(server);
     MHD_stop_daemon(server->daemon);
     free_server(server);
@@ -866,6 +886,7 @@ static void stream_free(void *cls) {
         entry->stream = NULL;
         if (entry->phase == PHASE_STREAM) entry->phase = PHASE_ACTIVE;
         epoll_ctl(server->keeper_epoll, EPOLL_CTL_DEL, entry->fd, NULL);
+        pthread_cond_broadcast(&server->stream_ended);
     }
     pthread_mutex_unlock(&server->lock);
     stream->release(stream->context);

@@ -113,10 +113,7 @@ extension Spool {
     /// After a failed statement: damage moves the file aside; an I/O error does when the file fails a quick check.
     func noteFailure(_ error: SQLiteError) {
         guard writable, error.isDamage || error.isIOError else { return }
-        if error.isIOError {
-            guard let probe = try? SQLiteConnection(path: path, readOnly: true), Spool.quickCheck(probe) != nil
-            else { return }
-        }
+        if error.isIOError, Spool.integrityProblem(path: path) == nil { return }
         moveDamagedAside(error)
     }
 
@@ -138,13 +135,9 @@ extension Spool {
     private func reopen(_ db: inout SQLiteConnection, _ keeping: inout SQLiteConnection) throws(SpoolError) {
         if writable {
             let opened = try Spool.openWritable(path: path, synchronous: synchronous)
-            let known = registered.withLock { $0 }
-            for (name, enabled) in known where enabled {
-                // Queued for here too: the file's own list may be a fresh one's (the damaged list unreadable).
-                _ = try? opened.writer.execute(
-                    "INSERT INTO sinks (name, enabled) VALUES ('\(name.replacingOccurrences(of: "'", with: "''"))', 1) "
-                        + "ON CONFLICT (name) DO NOTHING")
-            }
+            // Queued for here too: the file's own list may be a fresh one's (the damaged list unreadable).
+            let known = registered.withLock { $0 }.filter(\.value).map { ($0.key, true, false) }
+            try? opened.writer.transaction { () throws(SQLiteError) in try Spool.addSinks(opened.writer, known) }
             db = opened.writer
             keeping = opened.bookkeeping
             identity.withLock { $0 = opened.identity }
@@ -221,18 +214,22 @@ extension Spool {
                 try db.execute("INSERT INTO sqlite_sequence (name, seq) VALUES ('scans', \(start))")
                 try db.execute("UPDATE scan_counts SET n = n - \(start - current) WHERE state = 'pending'")
             }
-            let insert = try db.prepare(
-                """
-                INSERT INTO sinks (name, enabled, recognized_only) VALUES (?1, ?2, ?3)
-                ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled
-                """)
-            for (name, enabled, recognizedOnly) in sinks where name != apiSink {
-                try insert.bind(1, name)
-                try insert.bind(2, enabled ? 1 : 0)
-                try insert.bind(3, recognizedOnly ? 1 : 0)
-                _ = try insert.step()
-                insert.reset()
-            }
+            try addSinks(db, sinks)
+        }
+    }
+
+    /// Adds each sink (`name, enabled, recognized_only`) a fresh file does not list yet; the API is always listed.
+    static func addSinks(_ db: SQLiteConnection, _ sinks: [(String, Bool, Bool)]) throws(SQLiteError) {
+        let insert = try db.prepare(
+            """
+            INSERT INTO sinks (name, enabled, recognized_only) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING
+            """)
+        for (name, enabled, recognizedOnly) in sinks where name != apiSink {
+            insert.reset()
+            try insert.bind(1, name)
+            try insert.bind(2, enabled ? 1 : 0)
+            try insert.bind(3, recognizedOnly ? 1 : 0)
+            try insert.step()
         }
     }
 

@@ -191,6 +191,10 @@ extension Spool {
             + others.indices.map { "?\($0 + 1)" }.joined(separator: ", ") + ")"
         let sinkIndex = queueColumns.firstIndex(of: "sink")
         let stateColumns = queueColumns.filter { $0 != "sink" && $0 != "seq" }
+        let update =
+            "UPDATE sink_queue SET "
+            + stateColumns.enumerated().map { "\($0.element) = ?\($0.offset + 3)" }.joined(separator: ", ")
+            + " WHERE sink = ?1 AND seq = ?2"
         let (recovered, lost) = try withConnection { db throws(SQLiteError) -> (Int, Int) in
             try db.transaction { () throws(SQLiteError) -> (Int, Int) in
                 let sequenceBefore = try db.scalarInt("SELECT seq FROM sqlite_sequence WHERE name = 'scans'") ?? 0
@@ -244,10 +248,7 @@ extension Spool {
                     }
                     let add = try db.prepare(
                         "INSERT INTO sink_queue (sink, seq, state) VALUES (?1, ?2, 'pending') ON CONFLICT DO NOTHING")
-                    let set = try db.prepare(
-                        "UPDATE sink_queue SET "
-                            + stateColumns.enumerated().map { "\($0.element) = ?\($0.offset + 3)" }
-                            .joined(separator: ", ") + " WHERE sink = ?1 AND seq = ?2")
+                    let set = try db.prepare(update)
                     for queueRow in queued {
                         guard case .text(let name) = queueRow[sinkIndex] else { continue }
                         add.reset()

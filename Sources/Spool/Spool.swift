@@ -320,8 +320,11 @@ public final class Spool: Sendable {
         do {
             try insertOnce(scans)
         } catch {
-            // A damaged file was just moved aside: the reads go to the fresh one, never dropped.
-            guard case .sqlite(let failure) = error, failure.isDamage, writable else { throw error }
+            // A damaged file was just moved aside (found by damage, or by an I/O error its check confirmed): the
+            // reads go to the fresh one, never dropped. A second try on a file still in place fails as the first.
+            guard case .sqlite(let failure) = error, failure.isDamage || failure.isIOError, writable else {
+                throw error
+            }
             try insertOnce(scans)
         }
     }
