@@ -87,7 +87,8 @@ let package = Package(
         .target(name: "HIDPOS", dependencies: ["BridgeCore", "Logging", "Platform", "Plugins", "Udev"]),
         // PC/SC: context lifecycle, reader monitor, tag reading through pcscd.
         .target(
-            name: "NFC", dependencies: ["BridgeCore", "Logging", "CPCSCLite", "CCryptoShim", "Platform", "Plugins"]),
+            name: "NFC",
+            dependencies: ["BridgeCore", "Logging", "CPCSCLite", "CCryptoShim", "Platform", "Plugins", "Udev"]),
         // The read pipeline: debounce, couple the fix, parse, group commit to the spool.
         .target(name: "ReadPipeline", dependencies: ["BridgeCore", "Logging", "Spool", "Platform"]),
         // Wiring: sources -> pipeline -> spool -> forwarder.

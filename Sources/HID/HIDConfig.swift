@@ -28,11 +28,14 @@ public struct HIDConfig: ConfigSection {
         public var path: String?
         public var layout: String?
         public var variant: String?
+        /// The operator's name for the scanners this rule matches (`DeviceName`): their reads' `device`.
+        public var name: String?
 
         public init(
             vendor: String? = nil, model: String? = nil, serial: String? = nil, path: String? = nil,
-            layout: String? = nil, variant: String? = nil
+            layout: String? = nil, variant: String? = nil, name: String? = nil
         ) {
+            self.name = name
             self.variant = variant
             self.vendor = vendor
             self.model = model
@@ -77,17 +80,21 @@ public struct HIDConfig: ConfigSection {
         }
     }
 
-    /// `hid.match`: `[{"vendor": "05e0", "layout": "se"}, ...]`; each rule names at least one of vendor, model,
-    /// serial, path.
+    /// `hid.match`: `[{"vendor": "05e0", "layout": "se", "name": "bench-2-left"}, ...]`; each rule names at least one
+    /// of vendor, model, serial, path.
     static func matches(_ value: JSONValue, origin: String) throws(ConfigError) -> [Match] {
         try ConfigLoader.matchRules(
-            value, at: origin, keys: ["vendor", "model", "serial", "path", "layout", "variant"],
+            value, at: origin, keys: ["vendor", "model", "serial", "path", "layout", "variant", "name"],
             usbIDs: ["vendor", "model"], identifying: ["vendor", "model", "serial", "path"]
         ).map { rule in
             Match(
                 vendor: rule["vendor"], model: rule["model"], serial: rule["serial"], path: rule["path"],
-                layout: rule["layout"], variant: rule["variant"])
+                layout: rule["layout"], variant: rule["variant"], name: rule["name"])
         }
+    }
+
+    public static func deviceNames(_ config: BridgeConfig) -> [(key: String, name: String)] {
+        config.hid.match.enumerated().compactMap { index, rule in rule.name.map { ("hid.match[\(index)].name", $0) } }
     }
 }
 

@@ -75,10 +75,13 @@ final class ScannerDiscovery {
         }
     }
 
-    /// Logs the scanner as `event` and opens it with the decoder its matching rule asks for.
+    /// Logs the scanner as `event` and opens it with the decoder its matching rule asks for, named as that rule
+    /// names it, else by its stable `name`.
     private func attach(
-        _ device: InputDeviceInfo, name: String, verdict: ScannerMatcher.Verdict, event: String, now: Double
+        _ device: InputDeviceInfo, name stableName: String, verdict: ScannerMatcher.Verdict, event: String,
+        now: Double
     ) {
+        let name = verdict.name ?? stableName
         logger.info(event, [("device", name), ("devnode", device.devnode), ("reason", verdict.reason)])
         let decoder = HIDSource.decoderConfiguration(
             config, logger: logger, layoutName: verdict.layout, variant: verdict.variant)

@@ -7,8 +7,8 @@ public struct ScannerInfo: Sendable, Equatable {
     public var devnode: String
     /// Product name.
     public var name: String
-    /// The name reads from it carry (`ID_SERIAL` when unique among scanners, else `ID_PATH`); nil when it
-    /// is not a scanner.
+    /// The name reads from it carry (its `hid.match` rule's `name`, else `ID_SERIAL` when unique among scanners,
+    /// else `ID_PATH`); nil when it is not a scanner.
     public var stableName: String?
     public var vendor: String?
     public var model: String?
@@ -51,7 +51,8 @@ extension HIDSource {
         var result: [ScannerInfo] = []
         for (device, verdict) in keyboards {
             var info = ScannerInfo(
-                devnode: device.devnode, name: device.name, stableName: verdict.matched ? names[device.devnode] : nil,
+                devnode: device.devnode, name: device.name,
+                stableName: verdict.matched ? verdict.name ?? names[device.devnode] : nil,
                 vendor: device.vendor, model: device.model, serial: device.serial, path: device.path,
                 matched: verdict.matched, reason: verdict.reason,
                 layout: verdict.matched ? layoutName(config, verdict.layout, verdict.variant) : nil, openable: false,

@@ -11,6 +11,9 @@ public enum ScannerMatcher {
         public var layout: String?
         /// The variant of the `hid.match` rule that matched, if it names one.
         public var variant: String? = nil
+        /// The operator's name from the `hid.match` rule that matched, if it gives one: the scanner's name in place
+        /// of its stable name.
+        public var name: String? = nil
     }
 
     /// A device is a scanner when a `hid.match` rule matches it (checked first, so its `layout` applies even
@@ -30,7 +33,7 @@ public enum ScannerMatcher {
             if let path = rule.path { criteria.append("path=\(path)") }
             return Verdict(
                 matched: true, reason: "hid.match[\(index)] (\(criteria.joined(separator: " ")))", layout: rule.layout,
-                variant: rule.variant)
+                variant: rule.variant, name: rule.name)
         }
         if device.tagged {
             return Verdict(matched: true, reason: "udev rule (PLINGS_SCANNER=1)", layout: nil)

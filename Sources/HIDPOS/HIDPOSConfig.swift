@@ -37,8 +37,14 @@ public struct HIDPOSConfig: ConfigSection {
         public var model: String?
         public var serial: String?
         public var path: String?
+        /// The operator's name for the scanners this rule matches (`DeviceName`): their reads' `device`.
+        public var name: String?
 
-        public init(vendor: String? = nil, model: String? = nil, serial: String? = nil, path: String? = nil) {
+        public init(
+            vendor: String? = nil, model: String? = nil, serial: String? = nil, path: String? = nil,
+            name: String? = nil
+        ) {
+            self.name = name
             self.vendor = vendor
             self.model = model
             self.serial = serial
@@ -71,9 +77,17 @@ public struct HIDPOSConfig: ConfigSection {
     static func matches(_ value: JSONValue, origin: String) throws(ConfigError) -> [Match] {
         let keys = ["vendor", "model", "serial", "path"]
         return try ConfigLoader.matchRules(
-            value, at: origin, keys: keys, usbIDs: ["vendor", "model"], identifying: keys
+            value, at: origin, keys: keys + ["name"], usbIDs: ["vendor", "model"], identifying: keys
         )
-        .map { Match(vendor: $0["vendor"], model: $0["model"], serial: $0["serial"], path: $0["path"]) }
+        .map {
+            Match(vendor: $0["vendor"], model: $0["model"], serial: $0["serial"], path: $0["path"], name: $0["name"])
+        }
+    }
+
+    public static func deviceNames(_ config: BridgeConfig) -> [(key: String, name: String)] {
+        config.hidpos.match.enumerated().compactMap { index, rule in
+            rule.name.map { ("hidpos.match[\(index)].name", $0) }
+        }
     }
 }
 
@@ -118,6 +132,9 @@ public struct HIDPOSDeviceInfo: Sendable, Equatable {
         self.usbSyspath = usbSyspath
     }
 
-    /// The record's `source.device`: the serial name, else the USB path, else the node.
-    public var stableName: String { fullSerial ?? path ?? devnode }
+    /// The name the operator gave it (the `name` of the `hidpos.match` rule that matched it), if any.
+    public var operatorName: String?
+
+    /// The record's `source.device`: the operator's name, else the serial name, else the USB path, else the node.
+    public var stableName: String { operatorName ?? fullSerial ?? path ?? devnode }
 }

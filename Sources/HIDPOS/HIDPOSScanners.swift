@@ -53,11 +53,14 @@ final class HIDPOSScanners: DeviceNodeKind {
     }
 
     /// A node whose descriptor is a HID POS scanner's and that `hidpos.match` (if any) names.
+    /// The first rule that matches gives the operator's name, if it has one.
     func candidate(_ device: UdevDevice) -> (info: HIDPOSDeviceInfo, layout: HIDPOSLayout)? {
-        let info = HIDPOSScanners.info(device)
-        guard case .success(let layout) = HIDPOSScanners.layout(of: info),
-            config.match.isEmpty || config.match.contains(where: { $0.matches(info) })
-        else { return nil }
+        var info = HIDPOSScanners.info(device)
+        guard case .success(let layout) = HIDPOSScanners.layout(of: info) else { return nil }
+        if !config.match.isEmpty {
+            guard let rule = config.match.first(where: { $0.matches(info) }) else { return nil }
+            info.operatorName = rule.name
+        }
         return (info, layout)
     }
 

@@ -113,7 +113,7 @@ extension HIDPOSSource {
     public static func scan(config: HIDPOSConfig) -> [HIDPOSListing] {
         guard let udev = try? UdevContext() else { return [] }
         return udev.devices(subsystem: "hidraw", parents: HIDPOSScanners.hidParents).map { device in
-            let info = HIDPOSScanners.info(device)
+            var info = HIDPOSScanners.info(device)
             let verdict = HIDPOSScanners.layout(of: info)
             let reason: String
             var matched = false
@@ -125,6 +125,7 @@ extension HIDPOSSource {
                     reason = "a Bar Code Scanner collection (usage page 0x8C)"
                 } else if let rule = config.match.firstIndex(where: { $0.matches(info) }) {
                     matched = true
+                    info.operatorName = config.match[rule].name
                     reason = "hidpos.match[\(rule)]"
                 } else {
                     reason = "a HID POS scanner no hidpos.match rule names"

@@ -1,4 +1,5 @@
 import BridgeCore
+import Glibc
 
 /// `nfc`: PC/SC readers (docs/configuration.md, "`nfc`").
 public struct NFCConfig: ConfigSection {
@@ -16,8 +17,45 @@ public struct NFCConfig: ConfigSection {
     /// `nfc.checkOriginality`: ask NTAG21x tags for NXP's originality signature (one more exchange per read, on
     /// readers with a pass-through) and record whether it is genuine.
     public var checkOriginality = false
+    /// `nfc.names`: the operator's names for readers, first matching rule wins (`name(of:identity:)`).
+    public var names: [NameRule] = []
 
     public init() {}
+
+    /// One `nfc.names` rule: every given field must match the reader (shell-style patterns, as `nfc.readers`), and
+    /// then its reads carry `name` as their `device`.
+    public struct NameRule: Sendable, Equatable {
+        /// A pattern on the PC/SC reader name.
+        public var reader: String?
+        /// A pattern on the USB port (`ReaderIdentity.path`, udev's `ID_PATH`).
+        public var path: String?
+        /// A pattern on the USB serial number.
+        public var serial: String?
+        public var name: String
+
+        public init(reader: String? = nil, path: String? = nil, serial: String? = nil, name: String) {
+            self.reader = reader
+            self.path = path
+            self.serial = serial
+            self.name = name
+        }
+
+        /// True when every given field matches; a `path` or `serial` rule never matches a reader whose port or
+        /// serial is unknown.
+        public func matches(reader readerName: String, identity: ReaderIdentity?) -> Bool {
+            func matches(_ pattern: String?, _ value: String?) -> Bool {
+                guard let pattern else { return true }
+                guard let value else { return false }
+                return fnmatch(pattern, value, 0) == 0
+            }
+            return matches(reader, readerName) && matches(path, identity?.path) && matches(serial, identity?.serial)
+        }
+    }
+
+    /// The name reads from `reader` carry: the first `nfc.names` rule that matches it, else its PC/SC name.
+    public func name(of reader: String, identity: ReaderIdentity?) -> String {
+        names.first { $0.matches(reader: reader, identity: identity) }?.name ?? reader
+    }
 
     /// Feedback patterns by outcome; `enabled` false sends nothing on any reader.
     public struct Feedback: Sendable, Equatable {
@@ -51,7 +89,28 @@ public struct NFCConfig: ConfigSection {
         ConfigLoader.structured("nfc.feedback.failed", .textForm, \.nfc.feedback.failed, feedbackPattern),
         ConfigLoader.flag("nfc.silenceDetectBeep", \.nfc.silenceDetectBeep),
         ConfigLoader.flag("nfc.checkOriginality", \.nfc.checkOriginality),
+        ConfigLoader.structured("nfc.names", .fileOnly("reader names"), \.nfc.names, nameRules),
     ]
+
+    /// `nfc.names`: `[{"path": "pci-0000:00:14.0-usb-0:1", "name": "gate-3-in"}, ...]`; each rule gives a `name` and
+    /// at least one of reader, path, serial.
+    static func nameRules(_ value: JSONValue, origin: String) throws(ConfigError) -> [NameRule] {
+        let identifying = ["reader", "path", "serial"]
+        var rules: [NameRule] = []
+        for (index, rule) in try ConfigLoader.matchRules(
+            value, at: origin, keys: identifying + ["name"], usbIDs: [], identifying: identifying
+        ).enumerated() {
+            guard let name = rule["name"] else {
+                throw ConfigError("\(origin)[\(index)]: a rule needs a name (the reader's name in every record)")
+            }
+            rules.append(NameRule(reader: rule["reader"], path: rule["path"], serial: rule["serial"], name: name))
+        }
+        return rules
+    }
+
+    public static func deviceNames(_ config: BridgeConfig) -> [(key: String, name: String)] {
+        config.nfc.names.enumerated().map { index, rule in ("nfc.names[\(index)].name", rule.name) }
+    }
 
     /// `"green 1x100"`, `"off"`: one feedback pattern.
     static func feedbackPattern(_ value: JSONValue, origin: String) throws(ConfigError) -> FeedbackPattern {

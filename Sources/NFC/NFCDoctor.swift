@@ -34,8 +34,29 @@ public enum NFCDoctor {
         return [
             pcscd,
             DoctorCheck("readers", .ok, "\(readers.count) reader(s): " + readers.map(\.name).joined(separator: ", ")),
+            names(readers, config: config),
             iso15693(readers.map(\.name), rules: config.profiles),
         ] + drivers
+    }
+
+    /// What each selected reader is called and where it is plugged in; a warning when one name would cover two
+    /// readers (an `nfc.names` rule that matches both: their reads could not be told apart).
+    static func names(_ readers: [NFCReaderInfo], config: BridgeConfig.NFC) -> DoctorCheck {
+        var byName: [String: [String]] = [:]
+        let lines = readers.map { reader -> String in
+            let name = config.name(of: reader.name, identity: reader.identity)
+            byName[name, default: []].append(reader.name)
+            let port = reader.identity.path.map { "USB port \($0)" } ?? "port unknown: \(reader.identity.note ?? "")"
+            return (name == reader.name ? name : "\(name) = \(reader.name)") + " (\(port))"
+        }
+        let shared = byName.filter { $0.value.count > 1 }.sorted { $0.key < $1.key }
+        if let (name, both) = shared.first {
+            return DoctorCheck(
+                "reader names", .warn,
+                "\(both.count) readers are named '\(name)' (\(both.joined(separator: ", "))): their reads cannot be told apart",
+                fix: "give each reader a rule of its own in nfc.names, by USB port (path) or serial")
+        }
+        return DoctorCheck("reader names", .ok, lines.joined(separator: "; "))
     }
 
     /// Which selected readers read ISO 15693 (Type 5) tags, by their profile. Not a fault: most gates never meet

@@ -1,6 +1,7 @@
 import BridgeCore
 import CPCSCLite
 import Foundation
+import Udev
 
 /// One reader as `plings-bridge readers` shows it.
 public struct NFCReaderInfo: Sendable, Equatable {
@@ -16,6 +17,8 @@ public struct NFCReaderInfo: Sendable, Equatable {
     public var uid: [UInt8]?
     /// Why the UID is missing although a card is present (e.g. the card left, or answered 6A81).
     public var note: String?
+    /// Where it is plugged in (its USB port and serial), or why that is unknown.
+    public var identity = ReaderIdentity()
 }
 
 /// The answer of a one-shot reader listing.
@@ -58,12 +61,16 @@ public enum NFCReaders {
                 problem: "cannot read reader states: \(error.description)",
                 readers: names.map { NFCReaderInfo(name: $0, cardPresent: false) }, error: error)
         }
+        let udev = try? UdevContext()
         let readers = states.map { status -> NFCReaderInfo in
+            let identity = ReaderIdentity.of(reader: status.name, context: context, udev: udev)
             guard status.cardPresent else {
-                return NFCReaderInfo(name: status.name, cardPresent: status.flags & ReaderFlags.present != 0)
+                return NFCReaderInfo(
+                    name: status.name, cardPresent: status.flags & ReaderFlags.present != 0, identity: identity)
             }
             var info = NFCReaderInfo(
-                name: status.name, cardPresent: true, atr: status.atr, tagKind: TagKind.from(atr: status.atr))
+                name: status.name, cardPresent: true, atr: status.atr, tagKind: TagKind.from(atr: status.atr),
+                identity: identity)
             do throws(PCSCError) {
                 let card = try context.connect(reader: status.name)
                 defer { card.disconnect() }

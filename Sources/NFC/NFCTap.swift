@@ -9,6 +9,10 @@ import Platform
 public struct NFCTapEvent: Sendable {
     /// The PC/SC reader name.
     public var reader: String
+    /// The name its reads carry (`nfc.names`, else the PC/SC name).
+    public var device: String?
+    /// Where the reader is plugged in (its USB port and serial), as far as known.
+    public var identity: ReaderIdentity?
     /// The card's ATR as pcscd reported it.
     public var atr: [UInt8]
     /// The tag kind decided from the ATR.

@@ -239,6 +239,21 @@ final class PCSCCard {
         return Array(response.prefix(min(Int(length), response.count)))
     }
 
+    /// A reader attribute with `SCardGetAttrib` (`SCARD_ATTR_CHANNEL_ID`...); its bytes as the driver gave them.
+    func attribute(_ id: UInt32) throws(PCSCError) -> [UInt8] {
+        var value = [UInt8](repeating: 0, count: 64)
+        var length = DWORD(value.count)
+        let rv = value.withUnsafeMutableBufferPointer {
+            SCardGetAttrib(SCARDHANDLE(handle), DWORD(id), $0.baseAddress, &length)
+        }
+        guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardGetAttrib") }
+        return Array(value.prefix(min(Int(length), value.count)))
+    }
+
+    /// `SCARD_ATTR_CHANNEL_ID` (pcsc-lite's reader.h: class 2, communications, tag 0x0110); the header builds it
+    /// with a macro that does not import into Swift.
+    static let channelIDAttribute: UInt32 = 0x0002_0110
+
     /// Disconnects and leaves the card as it is (no reset, no power-down: the next tap starts clean anyway).
     func disconnect() {
         guard connected else { return }

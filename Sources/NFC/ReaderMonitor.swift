@@ -3,6 +3,7 @@ import CPCSCLite
 import Foundation
 import Logging
 import Platform
+import Udev
 
 /// The loop on `NFCSource`'s thread: context lifecycle, reader list, the blocking wait, and the reads.
 ///
@@ -43,6 +44,11 @@ struct ReaderMonitor {
     private var announcedDown = false
     private var lastLoss: (code: Int, time: Double)?
     private var knownReaders: [String]?
+    /// Where each reader is plugged in (`ReaderIdentity`), asked once when it appears; forgotten when it leaves or
+    /// pcscd restarts (which may give its name to another reader).
+    private var identities: [String: ReaderIdentity] = [:]
+    /// This thread's udev context, for `identities`; nil when udev is not there.
+    private lazy var udev: UdevContext? = try? UdevContext()
 
     init(context: ReaderMonitorContext) {
         self.context = context
@@ -134,6 +140,7 @@ struct ReaderMonitor {
         }
         announcedDown = announcedDown || !repeated
         failures += 1
+        identities = [:]
         setState(SourceState("pcscd connection lost: reconnecting", up: false))
         for name in Array(tracks.keys) {
             guard var track = tracks[name] else { continue }
@@ -162,7 +169,7 @@ struct ReaderMonitor {
             return
         }
         let readers = all.filter(context.selects)
-        noteReaders(readers, all: all)
+        noteReaders(readers, all: all, pcsc: pcsc)
 
         var states = readers.map { ReaderStatus(name: $0, current: tracks[$0]?.current ?? 0) }
         states.append(ReaderStatus(name: PCSCContext.plugAndPlay, current: plugAndPlay))
@@ -192,21 +199,42 @@ struct ReaderMonitor {
         }
     }
 
-    /// Logs reader changes (one line each time the set changes) and updates the summary.
-    private mutating func noteReaders(_ readers: [String], all: [String]) {
+    /// Logs reader changes (one line each time the set changes) and updates the summary; asks each new reader
+    /// where it is plugged in.
+    private mutating func noteReaders(_ readers: [String], all: [String], pcsc: PCSCContext) {
         tracks = tracks.filter { readers.contains($0.key) }
+        identities = identities.filter { readers.contains($0.key) }
+        for reader in readers where identities[reader] == nil {
+            let identity = ReaderIdentity.of(reader: reader, context: pcsc, udev: udev)
+            identities[reader] = identity
+            logger.info(
+                "NFC reader found",
+                [
+                    ("reader", reader), ("device", deviceName(reader)), ("path", identity.path ?? "unknown"),
+                    ("serial", identity.serial ?? "none"),
+                ] + (identity.note.map { [("note", $0)] } ?? []))
+        }
+        let shown = readers.map { reader -> String in
+            let name = deviceName(reader)
+            return name == reader ? reader : "\(name) (\(reader))"
+        }
         let summary: String
         switch readers.count {
         case 0 where all.isEmpty: summary = "no readers"
         case 0: summary = "no reader matches nfc.readers (\(all.count) present: \(all.joined(separator: ", ")))"
-        case 1: summary = "1 reader: \(readers[0])"
-        default: summary = "\(readers.count) readers: \(readers.joined(separator: ", "))"
+        case 1: summary = "1 reader: \(shown[0])"
+        default: summary = "\(readers.count) readers: \(shown.joined(separator: ", "))"
         }
         setState(SourceState(summary, up: !readers.isEmpty))
         if knownReaders != readers {
             knownReaders = readers
             logger.info("NFC readers: \(summary)", [("readers", String(readers.count))])
         }
+    }
+
+    /// The name reads from `reader` carry: its `nfc.names` name, else its PC/SC name.
+    private func deviceName(_ reader: String) -> String {
+        context.config.name(of: reader, identity: identities[reader])
     }
 
     private mutating func handle(_ status: ReaderStatus, pcsc: PCSCContext, detectedAt: Date, detected: Double) {
@@ -248,6 +276,8 @@ struct ReaderMonitor {
             reader: status.name, atr: status.atr, kind: kind, detectedAt: detectedAt, detectedMonotonic: detected,
             finishedMonotonic: detected, connectSeconds: 0, readSeconds: 0, transmitSeconds: 0, apduCount: 0)
         event.profile = profile
+        event.device = deviceName(status.name)
+        event.identity = identities[status.name]
         let silence = context.config.silenceDetectBeep && profile.canSilenceDetectBeep && !track.silenceRequested
         track.silenceRequested = track.silenceRequested || silence
         let feedback = Feedback(
@@ -294,7 +324,8 @@ struct ReaderMonitor {
                 context.config.checkOriginality
                 ? OriginalitySignature.check(uid: result.uid, signature: result.signature, product: result.product)
                 : nil
-            let read = handoff.makeRead(reader: status.name, result: result, detectedAt: detectedAt, genuine: genuine)
+            let read = handoff.makeRead(
+                device: deviceName(status.name), result: result, detectedAt: detectedAt, genuine: genuine)
             event.result = result
             event.read = read
             logger.debug(

@@ -136,10 +136,10 @@ struct TapHandoff: Sendable {
 
     /// The `Read` for a completed tag read: the first URI whose host is accepted, else the first URI, else
     /// empty (then `noURLReason` says why).
-    func makeRead(reader: String, result: TagReadResult, detectedAt: Date, genuine: Originality? = nil) -> Read {
+    func makeRead(device: String, result: TagReadResult, detectedAt: Date, genuine: Originality? = nil) -> Read {
         let raw = Self.chooseURI(result.uris, parser: parser) ?? ""
         return Read(
-            sourceKind: .nfc, device: reader, uid: result.uid.map(NFCHex.uid), raw: raw, time: detectedAt,
+            sourceKind: .nfc, device: device, uid: result.uid.map(NFCHex.uid), raw: raw, time: detectedAt,
             noURLReason: result.uris.isEmpty ? (result.noURLReason ?? "no URI record on the tag") : nil,
             genuine: genuine)
     }

@@ -43,11 +43,14 @@ public struct SerialConfig: ConfigSection {
         public var model: String?
         public var path: String?
         public var devnode: String?
+        /// The operator's name for the ports this rule matches (`DeviceName`): their reads' `device`.
+        public var name: String?
 
         public init(
             vendor: String? = nil, product: String? = nil, serial: String? = nil, model: String? = nil,
-            path: String? = nil, devnode: String? = nil
+            path: String? = nil, devnode: String? = nil, name: String? = nil
         ) {
+            self.name = name
             self.vendor = vendor
             self.product = product
             self.serial = serial
@@ -111,12 +114,18 @@ public struct SerialConfig: ConfigSection {
     static func matches(_ value: JSONValue, origin: String) throws(ConfigError) -> [Match] {
         let keys = ["vendor", "product", "serial", "model", "path", "devnode"]
         return try ConfigLoader.matchRules(
-            value, at: origin, keys: keys, usbIDs: ["vendor", "product"], identifying: keys
+            value, at: origin, keys: keys + ["name"], usbIDs: ["vendor", "product"], identifying: keys
         )
         .map { rule in
             Match(
                 vendor: rule["vendor"], product: rule["product"], serial: rule["serial"], model: rule["model"],
-                path: rule["path"], devnode: rule["devnode"])
+                path: rule["path"], devnode: rule["devnode"], name: rule["name"])
+        }
+    }
+
+    public static func deviceNames(_ config: BridgeConfig) -> [(key: String, name: String)] {
+        config.serial.match.enumerated().compactMap { index, rule in
+            rule.name.map { ("serial.match[\(index)].name", $0) }
         }
     }
 }
@@ -157,7 +166,10 @@ public struct SerialPortInfo: Sendable, Equatable {
         self.modemManagerIgnores = modemManagerIgnores
     }
 
-    /// The name its reads carry (`source.device`): `ID_SERIAL` (stable across ports and reboots), else `ID_PATH`
-    /// (the USB port), else the device node.
-    public var stableName: String { fullSerial ?? path ?? devnode }
+    /// The name the operator gave it (the `name` of the `serial.match` rule that matched it), if any.
+    public var operatorName: String?
+
+    /// The name its reads carry (`source.device`): the operator's name, else `ID_SERIAL` (stable across ports and
+    /// reboots), else `ID_PATH` (the USB port), else the device node.
+    public var stableName: String { operatorName ?? fullSerial ?? path ?? devnode }
 }

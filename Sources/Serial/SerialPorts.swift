@@ -43,11 +43,12 @@ final class SerialPorts: DeviceNodeKind {
         self.submit = submit
     }
 
-    /// A port a `serial.match` rule names.
+    /// A port a `serial.match` rule names, with the first such rule's `name` as the operator's.
     func candidate(_ device: UdevDevice) -> SerialPortInfo? {
-        guard let info = SerialPorts.info(device), config.match.contains(where: { $0.matches(info) }) else {
+        guard var info = SerialPorts.info(device), let rule = config.match.first(where: { $0.matches(info) }) else {
             return nil
         }
+        info.operatorName = rule.name
         return info
     }
 

@@ -104,8 +104,9 @@ extension SerialSource {
     public static func scan(config: SerialConfig) -> [SerialPortListing] {
         guard let udev = try? UdevContext() else { return [] }
         return udev.devices(subsystem: "tty").compactMap { device in
-            guard let port = SerialPorts.info(device) else { return nil }
+            guard var port = SerialPorts.info(device) else { return nil }
             let rule = config.match.firstIndex { $0.matches(port) }
+            port.operatorName = rule.flatMap { config.match[$0].name }
             guard port.vendor != nil || rule != nil else { return nil }
             let reason: String
             if let rule {

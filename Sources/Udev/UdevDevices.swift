@@ -74,6 +74,37 @@ public final class UdevContext {
         return devices.sorted { ($0.devnode ?? "") < ($1.devnode ?? "") }
     }
 
+    /// The USB device at `bus` and `address` (sysfs `busnum`, `devnum`), described as `devices` describes one, with
+    /// its own `serial`, `idVendor` and `idProduct` attributes in `usb` (they are its own, not a parent's), or nil.
+    public func usbDevice(bus: Int, address: Int) -> UdevDevice? {
+        guard let enumerator = udev_enumerate_new(context) else { return nil }
+        defer { udev_enumerate_unref(enumerator) }
+        udev_enumerate_add_match_subsystem(enumerator, "usb")
+        udev_enumerate_add_match_sysattr(enumerator, "busnum", String(bus))
+        udev_enumerate_add_match_sysattr(enumerator, "devnum", String(address))
+        udev_enumerate_scan_devices(enumerator)
+        var entry = udev_enumerate_get_list_entry(enumerator)
+        while let current = entry {
+            entry = udev_list_entry_get_next(current)
+            guard let syspath = udev_list_entry_get_name(current),
+                let device = udev_device_new_from_syspath(context, syspath)
+            else { continue }
+            defer { udev_device_unref(device) }
+            // Only the device itself has busnum and devnum; its interfaces have neither.
+            guard UdevContext.string(udev_device_get_devtype(device)) == "usb_device" else { continue }
+            var described = UdevContext.describe(device, parents: [:])
+            described.usb = [:]
+            for name in ["idVendor", "idProduct", "serial", "product", "manufacturer"] {
+                if let value = UdevContext.string(udev_device_get_sysattr_value(device, name)), !value.isEmpty {
+                    described.usb[name] = value
+                }
+            }
+            described.usbSyspath = described.syspath
+            return described
+        }
+        return nil
+    }
+
     /// A hot-plug monitor of `subsystem` (events after udev processed them: the "udev" netlink source); each
     /// event's device is described as `devices(subsystem:sysname:parents:)` describes it.
     public func monitor(subsystem: String, parents: [String: [String]] = [:]) throws(SystemError)

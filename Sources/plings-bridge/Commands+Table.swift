@@ -154,9 +154,11 @@ extension CLI {
         Command(
             "readers", summary: "PC/SC readers: card present, ATR, tag kind, UID",
             about: """
-                Lists the PC/SC readers pcscd knows, whether a card is on each, its ATR, tag kind and UID, and whether
-                nfc.readers selects the reader. No pcscd or no readers is an empty list (exit 0); the line says why.
-                JSON: an array of {"name", "cardPresent", "atr", "tagKind", "tagName", "uid", "selected", "note"}.
+                Lists the PC/SC readers pcscd knows, the USB port each is plugged into and its serial (null when the
+                driver gives no USB channel: the reader keeps its PC/SC name), the name its reads carry (nfc.names),
+                whether a card is on each, its ATR, tag kind and UID, and whether nfc.readers selects the reader. No
+                pcscd or no readers is an empty list (exit 0); the line says why. JSON: an array of {"name", "device",
+                "path", "serial", "cardPresent", "atr", "tagKind", "tagName", "uid", "selected", "note"}.
                 """,
             handler: .parsed { try $0.readers($1) }),
         Command(

@@ -18,6 +18,9 @@ extension CLI {
                 let profile = ReaderProfile.resolve(readerName: reader.name, rules: config.nfc.profiles)
                 return .object([
                     ("name", .string(reader.name)),
+                    ("device", .string(config.nfc.name(of: reader.name, identity: reader.identity))),
+                    ("path", reader.identity.path.map { .string($0) } ?? .null),
+                    ("serial", reader.identity.serial.map { .string($0) } ?? .null),
                     ("profile", .string(profile.rawValue)),
                     ("feedback", profile.feedback.map { .string($0.rawValue) } ?? .null),
                     ("fastRead", profile.fastRead.map { .string($0.rawValue) } ?? .null),
@@ -47,6 +50,13 @@ extension CLI {
         for reader in listing.readers {
             let selected = NFCSource.matches(reader.name, patterns: patterns) ? "" : "  (not selected by nfc.readers)"
             show("\(reader.name)\(selected)")
+            let device = config.nfc.name(of: reader.name, identity: reader.identity)
+            if device != reader.name { show("  name:  \(device) (nfc.names)") }
+            if let path = reader.identity.path {
+                show("  port:  \(path)" + (reader.identity.serial.map { "  serial: \($0)" } ?? ""))
+            } else {
+                show("  port:  unknown: \(reader.identity.note ?? "no USB channel")")
+            }
             let profile = ReaderProfile.resolve(readerName: reader.name, rules: config.nfc.profiles)
             print("  profile: \(profile.rawValue) (\(profile.capabilities))")
             guard reader.cardPresent else {
@@ -245,6 +255,9 @@ extension CLI {
         return .object([
             ("tap", .integer(number)),
             ("reader", .string(event.reader)),
+            ("device", .string(event.device ?? event.reader)),
+            ("path", event.identity?.path.map { .string($0) } ?? .null),
+            ("serial", event.identity?.serial.map { .string($0) } ?? .null),
             ("profile", .string(event.profile.rawValue)),
             ("firmware", event.firmware.map { .string($0) } ?? .null),
             ("genuine", event.read?.genuine?.json ?? .null),

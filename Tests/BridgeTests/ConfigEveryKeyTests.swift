@@ -45,6 +45,9 @@ struct ConfigEveryKeyTests {
             $0.nfc.readers == ["ACS*", "Identiv*"]
         },
         Case(path: "nfc.debounce", json: "0.25", text: "0.25") { $0.nfc.debounce == 0.25 },
+        Case(path: "nfc.names", json: #"[{"path":"pci-0000:00:14.0-usb-0:1","name":"gate-3-in"}]"#, text: nil) {
+            $0.nfc.names == [NFCConfig.NameRule(path: "pci-0000:00:14.0-usb-0:1", name: "gate-3-in")]
+        },
         Case(path: "nfc.profiles", json: #"[{"reader":"ACR122","profile":"plain"}]"#, text: nil) {
             $0.nfc.profiles == [ReaderProfile.Rule(reader: "ACR122", profile: .plain)]
         },
@@ -68,8 +71,8 @@ struct ConfigEveryKeyTests {
         Case(path: "hid.maxLineLength", json: "128", text: "128") { $0.hid.maxLineLength == 128 },
         Case(path: "hid.interKeyTimeout", json: "0.2", text: "0.2") { $0.hid.interKeyTimeout == 0.2 },
         Case(path: "hid.debounce", json: "4", text: "4") { $0.hid.debounce == 4 },
-        Case(path: "hid.match", json: #"[{"vendor":"05E0","layout":"se"}]"#, text: nil) {
-            $0.hid.match == [BridgeConfig.HID.Match(vendor: "05e0", layout: "se")]
+        Case(path: "hid.match", json: #"[{"vendor":"05E0","layout":"se","name":"bench-2-left"}]"#, text: nil) {
+            $0.hid.match == [BridgeConfig.HID.Match(vendor: "05e0", layout: "se", name: "bench-2-left")]
         },
         Case(path: "hidpos.enabled", json: "false", text: "no") { !$0.hidpos.enabled },
         Case(path: "hidpos.match", json: #"[{"vendor":"0C2E","serial":"SN00*"}]"#, text: nil) {

@@ -103,6 +103,28 @@ struct HIDPOSUmockdevTests {
         #expect(records.map { $0["raw"]?.stringValue } == [Self.url1, Self.url2])
     }
 
+    /// Issue 44: the `name` of the `hidpos.match` rule that matched is the scanner's name in its records and in
+    /// `scanners`.
+    @Test func aHIDPOSScannerCarriesTheNameItsRuleGives() throws {
+        let named = #"{"match":[{"serial":"SN0077","name":"bench-2-pos"}]}"#
+        let (report, records) = try drive(
+            [#"{"plug":"../hidpos/pos0.umockdev"}"#, #"{"start":true}"#, #"{"wait":"HID POS scanner attached"}"#]
+                + Self.writes("/dev/hidraw0", Self.url1) + [#"{"wait":"scan accepted"}"#], hidpos: named)
+        #expect(report["ok"] == .bool(true), "\(report)")
+        #expect(records.map { $0["source"]?["device"]?.stringValue } == ["bench-2-pos"])
+        let (listing, _) = try drive(
+            [#"{"plug":"../hidpos/pos0.umockdev"}"#, #"{"start":true}"#, #"{"exit":true}"#], hidpos: named,
+            command: ["scanners", "--json"])
+        guard case .array(let stdout)? = listing["stdout"], let line = stdout.first?.stringValue,
+            case .array(let listed) = try JSONParser.parse(line)
+        else {
+            Issue.record("no JSON array on stdout: \(listing)")
+            return
+        }
+        let pos = listed.first { $0["devnode"]?.stringValue == "/dev/hidraw0" }
+        #expect(pos?["stableName"] == .string("bench-2-pos"), "\(listed)")
+    }
+
     @Test func scannersTellsThePOSInterfaceFromTheVendorOneByDescriptor() throws {
         let (report, _) = try drive(
             [#"{"plug":"../hidpos/pos0.umockdev"}"#, #"{"start":true}"#, #"{"exit":true}"#],

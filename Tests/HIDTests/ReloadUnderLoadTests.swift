@@ -76,4 +76,60 @@ struct ReloadUnderLoadTests {
         #expect(paths == (0..<records.count).map { "1.\($0)" })
         #expect(records.allSatisfy { $0.state == .pending && $0.sourceKind == .hid })
     }
+
+    /// Issue 44: a scanner renamed by a reload while it types. Reads before the reload keep the name they were read
+    /// under, reads after carry the new one, and none is lost on the way (the source restarts with its new rule).
+    @Test func aRenameByReloadNamesTheReadsAfterIt() throws {
+        let dir = TemporaryDirectory("rename")
+        defer { dir.remove() }
+        var events: [InputEvent] = []
+        var start: Int64 = 2_000_000
+        for n in 0..<60 {
+            let typed =
+                EventScript.typing(
+                    "https://s.plings.io/?t=q&i=R&p=2.\(n)", layout: .us, suffix: .enter,
+                    timing: EventScript.Timing(start: start, keyHold: 1000, keyGap: 1000))
+                ?? []
+            events += typed
+            start = (typed.last.map { $0.seconds * 1_000_000 + $0.microseconds } ?? start) + 5000
+        }
+        let eventsFile = dir.file("stream.events")
+        _ = FileManager.default.createFile(atPath: eventsFile, contents: Data(EventScript.evemuText(events).utf8))
+        let config = dir.file("config.json")
+        func name(_ name: String) throws {
+            try
+                #"{"nfc": {"enabled": false}, "location": {"enabled": false}, "hid": {"debounce": 0, "match": [{"serial": "DS2208", "name": "\#(name)"}]}}"#
+                .write(toFile: config, atomically: true, encoding: .utf8)
+        }
+        try name("bench-2-left")
+        let spool = dir.file("s.sqlite")
+        let bridge = try RunningProcess(
+            "/usr/bin/umockdev-run",
+            [
+                "-d", Products.rig("hid/zebra-event3.umockdev"), "-e", "/dev/input/event3=\(eventsFile)", "--", binary,
+                "run", "--config", config, "--spool", spool,
+            ],
+            environment: Products.isolatedEnvironment(home: dir.path))
+        defer { bridge.stop() }
+        func waitForAccepted(_ n: Int) -> Bool {
+            bridge.waitForLog(timeout: 20) { $0.components(separatedBy: "msg=\"scan accepted\"").count - 1 >= n }
+        }
+        #expect(waitForAccepted(10), "\(bridge.stderrText.suffix(2000))")
+        try name("bench-2-right")
+        bridge.signalChildren(SIGHUP)
+        #expect(bridge.waitForLog(timeout: 20) { $0.contains("configuration reloaded") })
+        #expect(waitForAccepted(40), "\(bridge.stderrText.suffix(2000))")
+        bridge.signalChildren(SIGTERM)
+        _ = bridge.waitForExit(timeout: 6 * Products.timeScale)
+
+        let records = try Spool(path: spool).list()
+        let devices = records.map(\.device)
+        let left = devices.prefix { $0 == "bench-2-left" }.count
+        #expect(left >= 10, "\(devices)")
+        #expect(devices.dropFirst(left).allSatisfy { $0 == "bench-2-right" }, "\(devices)")
+        #expect(devices.count - left >= 1, "\(devices)")
+        // No gap across the restart of the source: the codes are exactly the first k typed, in order.
+        let paths = records.compactMap { $0.raw.split(separator: "=").last.map(String.init) }
+        #expect(paths == (0..<records.count).map { "2.\($0)" })
+    }
 }

@@ -127,6 +127,45 @@ struct UmockdevTests {
 
     // MARK: - Reading
 
+    /// Issue 44: a scanner carries the name its operator gave it in `hid.match` (its reads and `scanners` say it),
+    /// and two rules of any sections giving one name are refused before anything starts.
+    @Test func aScannerCarriesTheNameItsRuleGives() throws {
+        let dir = TemporaryDirectory("hid-umockdev")
+        defer { dir.remove() }
+        let named = #"{"hid": {"match": [{"serial": "DS2208", "name": "bench-2-left"}]}}"#
+        let events = Script.typing(Self.url1, .us, modifiers: .sameReport)
+        let (lines, result) = try watch(
+            dir, devices: [Self.zebra3, Self.honeywell6], events: ["/dev/input/event3": events], count: 1,
+            config: named)
+        #expect(result.status == 0, "\(result.stderr)")
+        #expect(lines.map { $0["raw"] } == [.string(Self.url1)])
+        #expect(lines.first?["device"] == .string("bench-2-left"))
+        let listing = try umockdev(
+            rig(dir, devices: [Self.zebra3, Self.honeywell6]), ["scanners", "--json"] + config(dir, named), dir)
+        let scanners = try JSONParser.parse(listing.stdout.trimmingASCIIWhitespace())
+        guard case .array(let items) = scanners else {
+            Issue.record("scanners --json is not an array: \(listing.stdout)")
+            return
+        }
+        let byNode = Dictionary(items.compactMap { item in item["devnode"]?.stringValue.map { ($0, item) } }) { a, _ in
+            a
+        }
+        #expect(byNode["/dev/input/event3"]?["stableName"] == .string("bench-2-left"))
+        // The other scanner, which the rule does not name, keeps its stable name (udev's rule tagged it).
+        #expect(byNode["/dev/input/event6"]?["stableName"]?.stringValue?.isEmpty == false)
+        #expect(byNode["/dev/input/event6"]?["stableName"] != .string("bench-2-left"))
+
+        let twice =
+            #"{"hid": {"match": [{"serial": "DS2208", "name": "gate-3"}]}, "nfc": {"names": [{"reader": "ACS*", "name": "gate-3"}]}}"#
+        let check = try ProcessRunner.run(
+            binary, ["config", "check"] + config(dir, twice), environment: environment(dir), timeout: 30)
+        #expect(check.status == 2)
+        #expect(
+            check.stderr.contains("nfc.names[0].name and hid.match[0].name both name a device 'gate-3'"),
+            "\(check.stderr)")
+        #expect(check.stderr.split(separator: "\n").count == 1, "one plain line: \(check.stderr)")
+    }
+
     @Test func usLayoutCombinedShiftEnterSuffix() throws {
         let dir = TemporaryDirectory("hid-umockdev")
         defer { dir.remove() }

@@ -29,6 +29,9 @@ extension NFCRigTests {
             }
             #expect(items.count == 2)
             #expect(items.first?["name"] == .string("Virtual PCD 00 00"))
+            // vpcd is no USB reader: no port, no serial, and it keeps its PC/SC name (issue 44).
+            #expect(items.first?["path"] == .null && items.first?["serial"] == .null)
+            #expect(items.first?["device"] == .string("Virtual PCD 00 00"))
             #expect(items.first?["cardPresent"] == .bool(false))
             let withTag = try #require(items.last)
             #expect(withTag["name"] == .string("Virtual PCD 00 01"))
@@ -71,6 +74,52 @@ extension NFCRigTests {
             let reaching = try ProcessRunner.run(
                 binary, ["readers", "--json"], environment: environment(dir), timeout: 30)
             #expect(reaching.status == 0 && reaching.stdout.contains("Virtual PCD 00 01"), "\(reaching.stderr)")
+        }
+
+        /// Issue 44: `readers`, `test-read` and `doctor` say the name each reader's reads carry; `doctor` warns when
+        /// one name covers two readers.
+        @Test func readersTestReadAndDoctorSayEachReadersName() throws {
+            let dir = TemporaryDirectory()
+            defer { dir.remove() }
+            let rig = try NFCRig()
+            defer { rig.close() }
+            try rig.send("tap 1 ntag213 04A1B2C3D4E5F6 - url=\(NDEF.plingsURL)")
+            let named = dir.file("named.json")
+            try Data(
+                #"{"nfc": {"names": [{"reader": "Virtual PCD 00 01", "name": "gate-3-out"}, {"reader": "Virtual PCD 00 00", "name": "gate-3-in"}]}}"#
+                    .utf8
+            ).write(to: URL(fileURLWithPath: named))
+            let readers = try ProcessRunner.run(
+                binary, ["readers", "--json", "--config", named], environment: environment(dir), timeout: 30)
+            guard case .array(let list) = try JSONParser.parse(readers.stdout.trimmingASCIIWhitespace()),
+                list.count == 2
+            else {
+                Issue.record("readers --json: \(readers.stdout) \(readers.stderr)")
+                return
+            }
+            #expect(list[0]["device"] == .string("gate-3-in"), "\(readers.stdout)")
+            #expect(list[1]["device"] == .string("gate-3-out"), "\(readers.stdout)")
+            let test = try ProcessRunner.run(
+                binary, ["test-read", "--count", "1", "--json", "--timeout", "10", "--config", named],
+                environment: environment(dir), timeout: 30)
+            let tap = try JSONParser.parse(try #require(test.stdoutLines.first))
+            #expect(tap["reader"] == .string("Virtual PCD 00 01") && tap["device"] == .string("gate-3-out"))
+            #expect(tap["path"] == .null, "vpcd is not on USB")
+            let doctor = try ProcessRunner.run(
+                binary, ["doctor", "--no-hid", "--config", named], environment: environment(dir), timeout: 60)
+            #expect(
+                doctor.stdout.contains("[ok  ] reader names: gate-3-in = Virtual PCD 00 00 (port unknown: "),
+                "\(doctor.stdout)")
+
+            let shared = dir.file("shared.json")
+            try Data(#"{"nfc": {"names": [{"reader": "Virtual PCD*", "name": "gate-3"}]}}"#.utf8)
+                .write(to: URL(fileURLWithPath: shared))
+            let warned = try ProcessRunner.run(
+                binary, ["doctor", "--no-hid", "--config", shared], environment: environment(dir), timeout: 60)
+            #expect(
+                warned.stdout.contains(
+                    "[warn] reader names: 2 readers are named 'gate-3' (Virtual PCD 00 00, Virtual PCD 00 01)"),
+                "\(warned.stdout)")
         }
 
         @Test func testReadExitsNonZeroWhenTheReadFails() throws {

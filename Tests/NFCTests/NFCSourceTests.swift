@@ -33,6 +33,26 @@ extension NFCRigTests {
             #expect(abs(read.time.timeIntervalSinceNow) < 10)
         }
 
+        /// Issue 44: `nfc.names` names a reader; vpcd gives no USB channel, so a rule on a USB port never matches it
+        /// and the reader is named by its PC/SC name pattern.
+        @Test func aReaderCarriesTheNameItsRuleGives() throws {
+            let harness = try NFCHarness(configure: {
+                $0.names = [
+                    .init(path: "*", name: "by-port"), .init(reader: "Virtual PCD 00 00", name: "gate-3-in"),
+                ]
+            })
+            defer { harness.close() }
+            let (event, _) = try harness.tap("ntag213", uid: uid, NDEF.hex(NDEF.tlv(NDEF.uri(NDEF.plingsURL))))
+            #expect(event.error == nil)
+            let read = try #require(harness.reads.all.first)
+            #expect(read.device == "gate-3-in")
+            #expect(event.reader == "Virtual PCD 00 00")
+            let found = harness.logLines(containing: "NFC reader found").filter { $0.contains("Virtual PCD 00 00") }
+            #expect(found.count == 1, "\(harness.log)")
+            #expect(found.first?.contains("device=gate-3-in") == true, "\(found)")
+            #expect(found.first?.contains("path=unknown") == true, "\(found)")
+        }
+
         @Test func type4TagWithPlingsURLIsReadInChunksOfMLe() throws {
             let harness = try NFCHarness()
             defer { harness.close() }

@@ -143,6 +143,34 @@ struct SerialUmockdevTests {
         #expect(records.isEmpty)
     }
 
+    /// Issue 44: the `name` of the `serial.match` rule that matched is the port's name in its reads and in
+    /// `scanners`.
+    @Test func aSerialScannerCarriesTheNameItsRuleGives() throws {
+        let named = #"{"match":[{"vendor":"0c2e","product":"0b6a","name":"bench-2-serial"}]}"#
+        let (report, _) = try drive(
+            [
+                #"{"plug":"acm0.umockdev"}"#, #"{"start":true}"#, #"{"wait":"serial scanner attached"}"#,
+                #"{"write":"/dev/ttyACM0","hex":"\#(Self.hex(Self.url1 + "\r"))"}"#, #"{"exit":true}"#,
+            ], serial: named, command: ["scanners", "--watch", "--count", "1", "--duration", "20"])
+        guard case .array(let stdout)? = report["stdout"] else {
+            Issue.record("no stdout: \(report)")
+            return
+        }
+        let lines = try stdout.map { try JSONParser.parse($0.stringValue ?? "") }
+        #expect(lines.first?["device"] == .string("bench-2-serial"), "\(report)")
+        let (listing, _) = try drive(
+            [#"{"plug":"acm0.umockdev"}"#, #"{"start":true}"#, #"{"exit":true}"#], serial: named,
+            command: ["scanners", "--json"])
+        guard case .array(let out)? = listing["stdout"], let line = out.first?.stringValue,
+            case .array(let listed) = try JSONParser.parse(line)
+        else {
+            Issue.record("no JSON array on stdout: \(listing)")
+            return
+        }
+        let port = listed.first { $0["devnode"]?.stringValue == "/dev/ttyACM0" }
+        #expect(port?["stableName"] == .string("bench-2-serial"), "\(listed)")
+    }
+
     @Test func noRuleMeansNoPortAndStatusSaysSo() throws {
         let (report, records) = try drive(
             [#"{"plug":"acm0.umockdev"}"#, #"{"start":true}"#, #"{"wait":"ready: waiting for reads"}"#], serial: "{}")

@@ -188,7 +188,9 @@ public struct ConfigLoader {
 
     /// The rules of a device match list (`hid.match`, `hidpos.match`, `serial.match`): an array of objects whose
     /// members are among `keys`, each a string or null ("any"); those in `usbIDs` are USB ids, checked and written as
-    /// udev writes them. Each rule must give at least one of `identifying`. Returns each rule's given members.
+    /// udev writes them. Each rule must give at least one of `identifying`. A `name` member (when `keys` has it) is
+    /// the operator's name for the devices the rule matches, checked as `DeviceName` says. Returns each rule's given
+    /// members.
     public static func matchRules(
         _ value: JSONValue, at origin: String, keys: [String], usbIDs: Set<String>, identifying: [String]
     ) throws(ConfigError) -> [[String: String]] {
@@ -201,6 +203,7 @@ public struct ConfigLoader {
                         "\(where_): unknown key '\(key)'; a match takes " + keys.joined(separator: ", "))
                 }
                 var text = try matchMember(field, at: "\(where_).\(key)")
+                if key == "name", let name = text { text = try DeviceName.check(name, at: "\(where_).name") }
                 if usbIDs.contains(key) {
                     text = try text.map { (id: String) throws(ConfigError) in try usbID(id, at: "\(where_).\(key)") }
                 }
@@ -277,6 +280,7 @@ public struct ConfigLoader {
     /// Runs every registered section's checks across its keys (after all layers are applied).
     public func validateSections() throws(ConfigError) {
         for section in sections { try section.validate(config) }
+        try DeviceName.checkUnique(sections.flatMap { $0.deviceNames(config) })
     }
 
     /// Applies a JSON config file's text. `origin` (the file path) appears in errors.

@@ -15,11 +15,15 @@ public protocol ConfigSection: Sendable, Equatable {
     /// Checks that need several keys, or the module's own knowledge (xkb-data for `hid`), after every layer is
     /// applied. The thrown message names the key at fault.
     static func validate(_ config: BridgeConfig) throws(ConfigError)
+    /// The operator's device names the section's rules give (`hid.match[0].name`, with the name), in order: no two
+    /// rules of any section may give one name (`DeviceName.checkUnique`).
+    static func deviceNames(_ config: BridgeConfig) -> [(key: String, name: String)]
 }
 
 extension ConfigSection {
     public static func keysNeedingRestart(from old: BridgeConfig, to new: BridgeConfig) -> [String] { [] }
     public static func validate(_ config: BridgeConfig) throws(ConfigError) {}
+    public static func deviceNames(_ config: BridgeConfig) -> [(key: String, name: String)] { [] }
 
     fileprivate func isEqual(to other: any ConfigSection) -> Bool { (other as? Self) == self }
     fileprivate var isDefault: Bool { self == Self() }

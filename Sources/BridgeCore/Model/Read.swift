@@ -17,7 +17,8 @@ public struct SourceKind: RawRepresentable, Hashable, Comparable, Sendable, Cust
 /// Raw bytes from a device, before the pipeline: an NDEF URL, a line typed by a scanner, or a CLI argument.
 public struct Read: Sendable, Equatable {
     public var sourceKind: SourceKind
-    /// Reader name (NFC), stable scanner name (HID) or `cli` (manual).
+    /// The device's name: the operator's (`DeviceName`, from a rule's `name`), else the PC/SC reader name (NFC) or
+    /// the scanner's stable name, or `cli` (manual).
     public var device: String
     /// Tag UID as lower-case hex, NFC only.
     public var uid: String?
