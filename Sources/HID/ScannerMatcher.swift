@@ -1,4 +1,5 @@
 import BridgeCore
+import Glibc
 
 /// Decides which input devices are scanners and what each is called (pure: tested without udev).
 public enum ScannerMatcher {
@@ -57,9 +58,18 @@ public enum ScannerMatcher {
         guard rule.vendor != nil || rule.model != nil || rule.serial != nil || rule.path != nil else { return false }
         if let vendor = rule.vendor, InputDeviceInfo.normalizeHexID(vendor) != device.vendor { return false }
         if let model = rule.model, InputDeviceInfo.normalizeHexID(model) != device.model { return false }
-        if let serial = rule.serial, serial != device.serial && serial != device.serialShort { return false }
-        if let path = rule.path, path != device.path { return false }
+        // `serial` and `path` are shell-style patterns, as in hidpos.match and serial.match: a plain value matches
+        // only itself (udev's serials and ID_PATHs hold no pattern characters), and `*-usb-0:3:1.0` names a port
+        // on whatever controller.
+        if let serial = rule.serial, !matches(serial, device.serial) && !matches(serial, device.serialShort) {
+            return false
+        }
+        if let path = rule.path, !matches(path, device.path) { return false }
         return true
+    }
+
+    private static func matches(_ pattern: String, _ value: String?) -> Bool {
+        value.map { fnmatch(pattern, $0, 0) == 0 } ?? false
     }
 
     /// Stable names (docs/contracts.md, "Spool record") keyed by devnode: `ID_SERIAL` when no other scanner in

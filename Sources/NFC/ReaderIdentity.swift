@@ -1,4 +1,5 @@
 import BridgeCore
+import CPCSCLite
 import Udev
 
 /// Where a PC/SC reader is plugged in, which does not change when pcscd numbers readers in another order after a
@@ -47,7 +48,10 @@ public struct ReaderIdentity: Sendable, Equatable {
             defer { card.disconnect() }
             attribute = try card.attribute(PCSCCard.channelIDAttribute)
         } catch {
-            return ReaderIdentity(note: "its driver does not say (\(error.name))")
+            // vpcd, and drivers that keep no channel, refuse the attribute; anything else (a reader in use by
+            // another program, gone meanwhile) is said as it is.
+            let said = error.code == SCARD_E_UNSUPPORTED_FEATURE ? "its driver does not say" : "cannot ask it"
+            return ReaderIdentity(note: "\(said) (\(error.name))")
         }
         guard let (bus, address) = usbChannel(attribute) else {
             return ReaderIdentity(note: "not a USB reader")

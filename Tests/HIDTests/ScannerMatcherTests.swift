@@ -45,6 +45,15 @@ struct ScannerMatcherTests {
         )
         #expect(ScannerMatcher.verdict(for: keyboard, rules: [.init(path: "pci-0000:00:14.0-usb-0:4:1.0")]).matched)
         #expect(!ScannerMatcher.verdict(for: keyboard, rules: [.init(path: "pci-0000:00:14.0-usb-0:5:1.0")]).matched)
+        // `serial` and `path` are shell-style patterns (fnmatch(3)), as in hidpos.match: a port on any controller.
+        #expect(ScannerMatcher.verdict(for: keyboard, rules: [.init(path: "*-usb-0:4:1.0")]).matched)
+        #expect(!ScannerMatcher.verdict(for: keyboard, rules: [.init(path: "*-usb-0:4")]).matched)
+        #expect(ScannerMatcher.verdict(for: zebra, rules: [.init(serial: "Symbol_*")]).matched)
+        // A rule's name is the scanner's (issue 44); a rule without one leaves the stable name to decide.
+        #expect(
+            ScannerMatcher.verdict(for: zebra, rules: [.init(serial: "S1", name: "bench-2-left")]).name
+                == "bench-2-left")
+        #expect(ScannerMatcher.verdict(for: zebra, rules: [.init(serial: "S1")]).name == nil)
     }
 
     @Test func emptyRuleMatchesNothing() {
