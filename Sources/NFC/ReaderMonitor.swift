@@ -214,9 +214,12 @@ struct ReaderMonitor {
                     ("serial", identity.serial ?? "none"),
                 ] + (identity.note.map { [("note", $0)] } ?? []))
         }
+        // `status` and the bench page show this line: each reader's name, and its PC/SC name and USB port when the
+        // name is the operator's.
         let shown = readers.map { reader -> String in
             let name = deviceName(reader)
-            return name == reader ? reader : "\(name) (\(reader))"
+            guard name != reader else { return reader }
+            return "\(name) (\(reader)" + (identities[reader]?.path.map { " at \($0)" } ?? "") + ")"
         }
         let summary: String
         switch readers.count {
