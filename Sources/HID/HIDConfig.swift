@@ -12,6 +12,8 @@ public struct HIDConfig: ConfigSection {
     public var interKeyTimeout: Double = 0.5
     public var debounce: Double = 1.5
     public var match: [Match] = []
+    /// `hid.passThrough`: which codes are also typed to the desktop on a virtual keyboard (`PassThroughKeyboard`).
+    public var passThrough: PassThrough = .none
 
     public init() {}
 
@@ -59,6 +61,7 @@ public struct HIDConfig: ConfigSection {
         ConfigLoader.number("hid.interKeyTimeout", 0.01...60, \.hid.interKeyTimeout),
         ConfigLoader.number("hid.debounce", 0...3600, \.hid.debounce),
         ConfigLoader.structured("hid.match", .fileOnly("scanner matches"), \.hid.match, matches),
+        ConfigLoader.choice("hid.passThrough", \.hid.passThrough),
     ]
 
     /// Every keyboard layout named in `hid` must be one xkb-data knows (when HID is on).

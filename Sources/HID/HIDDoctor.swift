@@ -1,4 +1,5 @@
 import BridgeCore
+import Glibc
 
 /// `doctor`'s scanner finding: the scanners udev shows and whether each can be opened and grabbed now. The HID
 /// module contributes it so `Doctor` knows no udev or evdev.
@@ -20,5 +21,23 @@ public enum HIDDoctor {
         }
         return DoctorCheck(
             "scanners", .ok, "\(scanners.count) scanner(s): " + scanners.map(\.devnode).joined(separator: ", "))
+    }
+
+    /// With `hid.passThrough` on: whether `/dev/uinput` is there and this user may write it (the virtual keyboard
+    /// codes are re-typed on); nil when pass-through is off.
+    public static func passThroughCheck(config: BridgeConfig.HID, uinput: String = "/dev/uinput") -> DoctorCheck? {
+        guard config.enabled, config.passThrough != .none else { return nil }
+        let what = "hid.passThrough is \(config.passThrough.rawValue)"
+        guard access(uinput, F_OK) == 0 else {
+            return DoctorCheck(
+                "pass-through", .fail, "\(what) but \(uinput) is missing: codes go to plings-bridge only",
+                fix: PassThroughKeyboard.fix(errno: ENOENT))
+        }
+        guard access(uinput, W_OK) == 0 else {
+            return DoctorCheck(
+                "pass-through", .fail, "\(what) but this user cannot write \(uinput): codes go to plings-bridge only",
+                fix: PassThroughKeyboard.fix(errno: EACCES))
+        }
+        return DoctorCheck("pass-through", .ok, "\(what): codes are re-typed on a virtual keyboard (\(uinput))")
     }
 }

@@ -22,12 +22,19 @@ public final class HIDSource: ReadSource {
     private let control: ReaderControl
     /// The reader thread: ready once the scanners present at start are attached.
     private let thread = ReaderThread(name: "hid-reader")
+    /// With `hid.passThrough` on: where lines go (committed, then re-typed on the virtual keyboard).
+    private let passThrough: PassThroughHandOff?
 
     /// A source that finds scanners through udev; with `udev: false` scanners come only from
     /// `attach(fd:name:layout:)` (unit tests and `plings-bench hid` feed pipes carrying raw `input_event`
     /// records). Nothing runs before `start()`.
+    ///
+    /// `commit` and `hosts` serve `hid.passThrough`: with it on, a line is committed and then, by what `hosts`
+    /// make of it (a Plings URL or not), re-typed on the virtual keyboard at `uinput`.
     public init(
         config: BridgeConfig.HID, logger: Logger, udev: Bool = true, submit: @escaping @Sendable (Read) -> Void,
+        commit: (@Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void)? = nil,
+        hosts: [String] = ["s.plings.io"], uinput: String = "/dev/uinput",
         stateChanged: @escaping @Sendable () -> Void = {}
     ) {
         self.control = ReaderControl(stateChanged: stateChanged)
@@ -35,6 +42,14 @@ public final class HIDSource: ReadSource {
         self.logger = logger
         self.submit = submit
         self.useUdev = udev
+        if config.passThrough != .none {
+            passThrough = PassThroughHandOff(
+                mode: config.passThrough, parser: PlingsURLParser(hosts: hosts),
+                commit: commit ?? { read, _ in submit(read) },
+                keyboard: PassThroughKeyboard(logger: logger, path: uinput))
+        } else {
+            passThrough = nil
+        }
     }
 
     /// Starts the reader thread and waits (at most 2 s) until the scanners present now are attached, so
@@ -45,8 +60,11 @@ public final class HIDSource: ReadSource {
             return
         }
         guard control.markStarted() else { return }
+        passThrough?.keyboard.start()
         thread.start(readyWithin: 2) { [self] ready in
-            let loop = ReaderLoop(control: control, config: config, logger: logger, useUdev: useUdev, submit: submit)
+            let loop = ReaderLoop(
+                control: control, config: config, logger: logger, useUdev: useUdev, passThrough: passThrough,
+                submit: submit)
             loop.run(ready: ready)
         }
     }
@@ -59,6 +77,7 @@ public final class HIDSource: ReadSource {
         if !thread.waitForEnd(until: deadline) {
             logger.warn("hid reader did not stop in time")
         }
+        passThrough?.keyboard.stop(deadline: deadline)
     }
 
     /// Stops the reader thread within 1 s.

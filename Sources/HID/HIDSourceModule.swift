@@ -12,13 +12,15 @@ extension ReadSourceModule {
     public static let hid = ReadSourceModule(
         kind: .hid, devices: "the HID barcode scanners", configSection: HIDConfig.self, isEnabled: { $0.hid.enabled },
         debounce: { $0.hid.debounce },
-        settingsChanged: { $0.hid != $1.hid },
+        settingsChanged: { $0.hid != $1.hid || ($0.hid.passThrough != .none && $0.hosts != $1.hosts) },
         make: { context in
             HIDSource(
                 config: context.config.hid, logger: context.logger, submit: context.submit,
-                stateChanged: context.stateChanged)
+                commit: context.committer, hosts: context.config.hosts, stateChanged: context.stateChanged)
         },
-        doctor: { config, _ in [HIDDoctor.check(config: config.hid)] },
+        doctor: { config, _ in
+            [HIDDoctor.check(config: config.hid)] + [HIDDoctor.passThroughCheck(config: config.hid)].compactMap { $0 }
+        },
         listDevices: { config in
             HIDSource.scan(config: config.hid).map { info in
                 var lines = [

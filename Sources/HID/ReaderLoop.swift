@@ -79,12 +79,12 @@ final class ReaderLoop {
 
     init(
         control: ReaderControl, config: BridgeConfig.HID, logger: Logger, useUdev: Bool,
-        submit: @escaping @Sendable (Read) -> Void
+        passThrough: PassThroughHandOff? = nil, submit: @escaping @Sendable (Read) -> Void
     ) {
         self.control = control
         self.logger = logger
         self.useUdev = useUdev
-        reader = ScannerReader(logger: logger, grab: config.grab, submit: submit)
+        reader = ScannerReader(logger: logger, grab: config.grab, passThrough: passThrough, submit: submit)
         discovery = ScannerDiscovery(config: config, logger: logger, reader: reader)
     }
 

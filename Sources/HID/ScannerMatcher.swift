@@ -26,6 +26,10 @@ public enum ScannerMatcher {
         guard device.isKeyboard else {
             return Verdict(matched: false, reason: "not a keyboard (no ID_INPUT_KEYBOARD)", layout: nil)
         }
+        // Codes re-typed by hid.passThrough must reach the desktop, not come back as reads.
+        guard device.name != PassThroughKeyboard.deviceName else {
+            return Verdict(matched: false, reason: "plings-bridge's own pass-through keyboard", layout: nil)
+        }
         for (index, rule) in rules.enumerated() where matches(rule, device) {
             var criteria: [String] = []
             if let vendor = rule.vendor { criteria.append("vendor=\(InputDeviceInfo.normalizeHexID(vendor))") }

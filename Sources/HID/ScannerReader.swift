@@ -35,6 +35,8 @@ final class OpenScanner {
     var grabbed = false
     /// Grab requested but deferred until no key is held.
     var grabPending = false
+    /// The current line's keys as typed (only with `hid.passThrough`).
+    var keys = TypedKeys()
 
     init(node: consuming FileDescriptor, identity: ScannerIdentity) {
         self.node = node
@@ -58,14 +60,19 @@ final class ScannerReader {
     private let logger: Logger
     private let grab: Bool
     private let submit: @Sendable (Read) -> Void
+    /// With `hid.passThrough` on: lines go there, with their keys.
+    private let passThrough: PassThroughHandOff?
     private(set) var scanners: [Int32: OpenScanner] = [:]
     /// Read buffer: up to 2048 records per read(2) (a scanner sends a few per key; a pipe in a benchmark
     /// holds up to 64 KiB, so this drains it in one call).
     private var buffer = [UInt8](repeating: 0, count: 2048 * InputEvent.size)
 
-    init(logger: Logger, grab: Bool, submit: @escaping @Sendable (Read) -> Void) {
+    init(
+        logger: Logger, grab: Bool, passThrough: PassThroughHandOff? = nil, submit: @escaping @Sendable (Read) -> Void
+    ) {
         self.logger = logger
         self.grab = grab
+        self.passThrough = passThrough
         self.submit = submit
     }
 
@@ -169,7 +176,9 @@ final class ScannerReader {
             let time = now()
             buffer.withUnsafeBytes { raw in
                 let chunk = UnsafeRawBufferPointer(rebasing: raw[0..<count])
+                let recording = passThrough != nil
                 scanner.parser.parse(chunk) { event in
+                    if recording { scanner.keys.record(event) }
                     scanner.decoder.feed(event, now: time) { self.handle($0, scanner) }
                 }
             }
@@ -190,8 +199,14 @@ final class ScannerReader {
     private func handle(_ output: KeystrokeDecoder.Output, _ scanner: OpenScanner) {
         switch output {
         case .line(let line):
-            submit(Read(sourceKind: .hid, device: scanner.identity.name, raw: line, time: Date()))
+            let read = Read(sourceKind: .hid, device: scanner.identity.name, raw: line, time: Date())
+            if let passThrough {
+                passThrough.hand(read, keys: scanner.keys.finishLine())
+            } else {
+                submit(read)
+            }
         case .discarded(let reason):
+            scanner.keys.discardLine()
             logger.warn("scan discarded", [("device", scanner.identity.name), ("reason", Self.describe(reason))])
         }
     }

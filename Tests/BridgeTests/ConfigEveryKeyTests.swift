@@ -71,6 +71,9 @@ struct ConfigEveryKeyTests {
         Case(path: "hid.maxLineLength", json: "128", text: "128") { $0.hid.maxLineLength == 128 },
         Case(path: "hid.interKeyTimeout", json: "0.2", text: "0.2") { $0.hid.interKeyTimeout == 0.2 },
         Case(path: "hid.debounce", json: "4", text: "4") { $0.hid.debounce == 4 },
+        Case(path: "hid.passThrough", json: #""unrecognized""#, text: "unrecognized") {
+            $0.hid.passThrough == .unrecognized
+        },
         Case(path: "hid.match", json: #"[{"vendor":"05E0","layout":"se","name":"bench-2-left"}]"#, text: nil) {
             $0.hid.match == [BridgeConfig.HID.Match(vendor: "05e0", layout: "se", name: "bench-2-left")]
         },

@@ -10,14 +10,12 @@ import Testing
 struct ReloadUnderLoadTests {
     let binary = Products.path("plings-bridge")
 
-    @Test func readsDuringSIGHUPAndSIGTERMAreNotLost() throws {
-        let dir = TemporaryDirectory("reload")
-        defer { dir.remove() }
-        // 80 codes, 2 ms per key, starting 2 s after load (the bridge is up by then): about 6 s of typing.
+    /// An evemu file in `dir` in which the scanner types `lines` one after the other (Enter after each, 1 ms per
+    /// key down and up, 5 ms between codes), the first key `start` microseconds after load.
+    func stream(_ lines: [String], in dir: TemporaryDirectory, start first: Int64) -> String {
         var events: [InputEvent] = []
-        var start: Int64 = 2_000_000
-        for n in 0..<80 {
-            let line = "https://s.plings.io/?t=q&i=R&p=1.\(n)"
+        var start = first
+        for line in lines {
             let typed =
                 EventScript.typing(
                     line, layout: .us, suffix: .enter,
@@ -26,8 +24,16 @@ struct ReloadUnderLoadTests {
             events += typed
             start = (typed.last.map { $0.seconds * 1_000_000 + $0.microseconds } ?? start) + 5000
         }
-        let eventsFile = dir.file("stream.events")
-        _ = FileManager.default.createFile(atPath: eventsFile, contents: Data(EventScript.evemuText(events).utf8))
+        let file = dir.file("stream.events")
+        _ = FileManager.default.createFile(atPath: file, contents: Data(EventScript.evemuText(events).utf8))
+        return file
+    }
+
+    @Test func readsDuringSIGHUPAndSIGTERMAreNotLost() throws {
+        let dir = TemporaryDirectory("reload")
+        defer { dir.remove() }
+        // 80 codes, 2 ms per key, starting 2 s after load (the bridge is up by then): about 6 s of typing.
+        let eventsFile = stream((0..<80).map { "https://s.plings.io/?t=q&i=R&p=1.\($0)" }, in: dir, start: 2_000_000)
         let config = dir.file("config.json")
         try #"{"nfc": {"enabled": false}, "location": {"enabled": false}, "hid": {"debounce": 0}}"#
             .write(toFile: config, atomically: true, encoding: .utf8)
@@ -82,19 +88,7 @@ struct ReloadUnderLoadTests {
     @Test func aRenameByReloadNamesTheReadsAfterIt() throws {
         let dir = TemporaryDirectory("rename")
         defer { dir.remove() }
-        var events: [InputEvent] = []
-        var start: Int64 = 2_000_000
-        for n in 0..<60 {
-            let typed =
-                EventScript.typing(
-                    "https://s.plings.io/?t=q&i=R&p=2.\(n)", layout: .us, suffix: .enter,
-                    timing: EventScript.Timing(start: start, keyHold: 1000, keyGap: 1000))
-                ?? []
-            events += typed
-            start = (typed.last.map { $0.seconds * 1_000_000 + $0.microseconds } ?? start) + 5000
-        }
-        let eventsFile = dir.file("stream.events")
-        _ = FileManager.default.createFile(atPath: eventsFile, contents: Data(EventScript.evemuText(events).utf8))
+        let eventsFile = stream((0..<60).map { "https://s.plings.io/?t=q&i=R&p=2.\($0)" }, in: dir, start: 2_000_000)
         let config = dir.file("config.json")
         func name(_ name: String) throws {
             try
@@ -131,5 +125,49 @@ struct ReloadUnderLoadTests {
         // No gap across the restart of the source: the codes are exactly the first k typed, in order.
         let paths = records.compactMap { $0.raw.split(separator: "=").last.map(String.init) }
         #expect(paths == (0..<records.count).map { "2.\($0)" })
+    }
+
+    /// Issue 40, item 1: `hid.passThrough` where `/dev/uinput` is absent (this host, umockdev's /dev): the service
+    /// says so in one plain line with the fix and reads every code as before; `doctor` fails its pass-through line.
+    @Test func passThroughWithoutUinputSaysSoAndLosesNoRead() throws {
+        let dir = TemporaryDirectory("pass-through")
+        defer { dir.remove() }
+        let eventsFile = stream(
+            ["https://s.plings.io/?t=q&i=R&p=3.0", "LABEL-1", "https://s.plings.io/?t=q&i=R&p=3.2"], in: dir,
+            start: 1_500_000)
+        let config = dir.file("config.json")
+        try #"{"nfc": {"enabled": false}, "location": {"enabled": false}, "hid": {"passThrough": "all"}}"#
+            .write(toFile: config, atomically: true, encoding: .utf8)
+        let spool = dir.file("s.sqlite")
+        let rig = ["-d", Products.rig("hid/zebra-event3.umockdev"), "-e", "/dev/input/event3=\(eventsFile)"]
+        let env = Products.isolatedEnvironment(home: dir.path)
+        let bridge = try RunningProcess(
+            "/usr/bin/umockdev-run", rig + ["--", binary, "run", "--config", config, "--spool", spool],
+            environment: env)
+        defer { bridge.stop() }
+        #expect(
+            bridge.waitForLog(timeout: 20) {
+                $0.components(separatedBy: "msg=\"scan accepted\"").count
+                    + $0.components(separatedBy: "msg=\"read unrecognized\"").count - 2 >= 3
+            }, "\(bridge.stderrText.suffix(2000))")
+        bridge.signalChildren(SIGTERM)
+        _ = bridge.waitForExit(timeout: 6 * Products.timeScale)
+        let lines = bridge.stderrText.split(separator: "\n").filter { $0.contains("hid.passThrough is on") }
+        #expect(lines.count == 1, "\(bridge.stderrText.suffix(2000))")
+        #expect(lines.first?.contains("modprobe uinput") == true, "\(lines)")
+        let records = try Spool(path: spool).list()
+        #expect(
+            records.map(\.raw) == [
+                "https://s.plings.io/?t=q&i=R&p=3.0", "LABEL-1", "https://s.plings.io/?t=q&i=R&p=3.2",
+            ])
+
+        let doctor = try ProcessRunner.run(
+            "/usr/bin/umockdev-run", rig + ["--", binary, "doctor", "--config", config, "--spool", spool],
+            environment: env, timeout: 60)
+        #expect(
+            doctor.stdout.contains(
+                "[fail] pass-through: hid.passThrough is all but /dev/uinput is missing: codes go to plings-bridge only"
+            ),
+            "\(doctor.stdout)")
     }
 }

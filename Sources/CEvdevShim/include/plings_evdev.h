@@ -36,6 +36,15 @@ int plings_evdev_id(int fd, uint16_t *bustype, uint16_t *vendor, uint16_t *produ
 /// The pressed-key bitmap into `bitmap` (PLINGS_EVDEV_KEY_BITMAP_BYTES bytes).
 int plings_evdev_keys(int fd, uint8_t *bitmap);
 
+/// A virtual keyboard through uinput (the kernel's Documentation/input/uinput.rst): opens `path` (/dev/uinput)
+/// write-only, declares EV_KEY with every key code up to KEY_MAX and EV_SYN, names it `name` on BUS_VIRTUAL with
+/// `vendor`/`product`, and creates it. Returns the descriptor, or -errno of the step that failed (the descriptor
+/// closed). Events are then `write(2)`n as `struct input_event` records, each group ended by SYN_REPORT.
+int plings_uinput_create(const char *path, const char *name, uint16_t vendor, uint16_t product);
+
+/// Removes the virtual keyboard (UI_DEV_DESTROY) and closes `fd`.
+void plings_uinput_destroy(int fd);
+
 /// Field access on a raw record, for code that holds a `struct input_event` from C.
 static inline long long plings_input_event_sec(const struct input_event *e) { return (long long)e->input_event_sec; }
 static inline long long plings_input_event_usec(const struct input_event *e) { return (long long)e->input_event_usec; }
