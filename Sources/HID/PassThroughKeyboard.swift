@@ -35,16 +35,10 @@ final class PassThroughKeyboard: Sendable {
     /// The longest pause between two re-typed keys: at the scanner's pace or faster.
     static let longestGap = 0.008
 
-    private struct State: Sendable {
-        var jobs: [[InputEvent]] = []
-        var stopping = false
-    }
-
-    private let state = Monitor(State())
+    private let queue = JobQueue<[InputEvent]>()
     private let logger: Logger
     private let path: String
     private let device = Mutex<Int32?>(nil)
-    private let worker = Mutex<WorkerThread?>(nil)
 
     init(logger: Logger, path: String = "/dev/uinput") {
         self.logger = logger
@@ -63,51 +57,30 @@ final class PassThroughKeyboard: Sendable {
         }
         device.withLock { $0 = fd }
         logger.info("pass-through keyboard ready", [("device", Self.deviceName)])
-        worker.withLock { $0 = WorkerThread(name: "hid-pass-through") { [self] in run(fd: fd) } }
+        queue.start(name: "hid-pass-through") { [self] in
+            while let events = queue.next() { type(events, on: fd) }
+        }
     }
 
     /// What to do about `errno` from `/dev/uinput` (docs/operations.md, "Pass-through").
     static func fix(errno: Int32) -> String {
         errno == ENOENT || errno == ENODEV
-            ? "load the uinput module (modprobe uinput; /etc/modules-load.d/uinput.conf)"
+            ? "load the uinput module (modprobe uinput; /etc/modules-load.d/plings-bridge-uinput.conf)"
             : "let the service write /dev/uinput: the udev rule and unit drop-in of docs/operations.md, Pass-through"
     }
 
     /// Queues one code's keys (dropped when there is no virtual keyboard or the source is stopping).
     func type(_ events: [InputEvent]) {
         guard device.withLock({ $0 }) != nil else { return }
-        state.update { s in
-            guard !s.stopping else { return }
-            s.jobs.append(events)
-        }
+        queue.enqueue(events)
     }
 
     /// Ends the thread after the code being typed (codes still queued are dropped: the source is going away),
     /// by `deadline`, then removes the virtual keyboard.
     func stop(deadline: Double) {
-        let running = worker.withLock { $0 }
-        running?.expectEnd()
-        state.update { s in
-            s.stopping = true
-            s.jobs = []
-        }
-        if running?.join(until: deadline) ?? true, let fd = device.withLock({ $0 }) {
+        if queue.stop(deadline: deadline), let fd = device.withLock({ $0 }) {
             plings_uinput_destroy(fd)
             device.withLock { $0 = nil }
-        }
-    }
-
-    private func run(fd: Int32) {
-        while true {
-            var next: [InputEvent]?
-            state.wait { s in
-                if s.stopping { return true }
-                guard !s.jobs.isEmpty else { return false }
-                next = s.jobs.removeFirst()
-                return true
-            }
-            guard let events = next else { return }
-            type(events, on: fd)
         }
     }
 
@@ -118,7 +91,7 @@ final class PassThroughKeyboard: Sendable {
         for event in events {
             if let previous {
                 let gap = min(max(event.time - previous, 0), Self.longestGap)
-                if gap > 0, state.wait(until: MonotonicClock.deadline(after: gap), for: { $0.stopping }) { return }
+                if gap > 0, queue.pause(gap) { return }
             }
             previous = event.time
             record.removeAll(keepingCapacity: true)

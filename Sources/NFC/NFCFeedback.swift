@@ -43,81 +43,46 @@ final class NFCFeedback: Sendable {
         var silence: Bool
     }
 
-    private struct State: Sendable {
-        var jobs: [Job] = []
-        var started = false
-        var stopping = false
-        var finished = false
-        var counters = NFCFeedbackCounters()
-    }
-
-    /// The queue and counters; its condition wakes the feedback thread and `stop()`.
-    private let state = Monitor(State())
+    /// The jobs, done in order on the feedback thread.
+    private let queue = JobQueue<Job>()
+    private let tally = Mutex(NFCFeedbackCounters())
     private let logger: Logger
-    private let worker = Mutex<WorkerThread?>(nil)
 
     init(logger: Logger) {
         self.logger = logger
     }
 
-    var counters: NFCFeedbackCounters { state.withLock { $0.counters } }
+    var counters: NFCFeedbackCounters { tally.withLock { $0 } }
 
     /// Starts the feedback thread (with the source; once).
     func start() {
-        let first = state.update { s -> Bool in
-            defer { s.started = true }
-            return !s.started
-        }
-        guard first else { return }
-        let started = WorkerThread(name: "nfc-feedback") { [self] in run() }
-        worker.withLock { $0 = started }
+        queue.start(name: "nfc-feedback") { [self] in run() }
     }
 
     /// Queues a job for the thread (dropped once stopping: the service is going away).
     func enqueue(_ job: Job) {
-        state.update { s in
-            guard !s.stopping else { return }
-            s.jobs.append(job)
-        }
+        queue.enqueue(job)
     }
 
     /// Ends the thread after the job in progress (queued jobs are dropped: the service is stopping); waits until
     /// `deadline` at most (an ACR122U answers its LED command only when the blinking is over, up to 2 s).
     func stop(deadline: Double) {
-        worker.withLock { $0 }?.expectEnd()
-        let running = state.update { s -> Bool in
-            s.stopping = true
-            s.jobs = []
-            return s.started && !s.finished
-        }
-        guard running else { return }
-        worker.withLock { $0 }?.join(until: deadline)
+        queue.stop(deadline: deadline)
     }
 
     private func run() {
         var context: PCSCContext?
         var runners: [String: FeedbackRunner] = [:]
-        defer {
-            context?.release()
-            state.update { $0.finished = true }
-        }
-        while true {
-            var next: Job?
-            state.wait { s in
-                if s.stopping { return true }
-                guard !s.jobs.isEmpty else { return false }
-                next = s.jobs.removeFirst()
-                return true
-            }
-            guard let job = next else { return }
+        defer { context?.release() }
+        while let job = queue.next() {
             if context == nil { context = try? PCSCContext.establish() }
             guard let live = context else {
                 count(job, .refused("pcscd not reachable for feedback"))
                 continue
             }
             var runner = runners[job.reader] ?? FeedbackRunner()
-            var channel = PCSCControlChannel(context: live, reader: job.reader) { [state] seconds in
-                state.wait(until: MonotonicClock.deadline(after: seconds)) { $0.stopping }
+            var channel = PCSCControlChannel(context: live, reader: job.reader) { [queue] seconds in
+                _ = queue.pause(seconds)
             }
             if job.silence {
                 let delivery = runner.silenceDetectBeep(profile: job.profile, channel: &channel)
@@ -136,14 +101,14 @@ final class NFCFeedback: Sendable {
     }
 
     private func count(_ job: Job, _ delivery: FeedbackDelivery) {
-        state.withLock { s in
+        tally.withLock { counters in
             switch delivery {
-            case .sent: s.counters.sent += 1
+            case .sent: counters.sent += 1
             case .skipped: break
-            case .tagGone: s.counters.tagGone += 1
+            case .tagGone: counters.tagGone += 1
             case .refused(let reason):
-                s.counters.refused += 1
-                s.counters.lastProblem = "\(job.reader): \(reason)"
+                counters.refused += 1
+                counters.lastProblem = "\(job.reader): \(reason)"
             }
         }
         switch delivery {
@@ -160,7 +125,7 @@ final class NFCFeedback: Sendable {
     private func noteSilence(_ job: Job, _ delivery: FeedbackDelivery) {
         switch delivery {
         case .sent, .skipped:
-            state.withLock { $0.counters.detectBeepSilenced += 1 }
+            tally.withLock { $0.detectBeepSilenced += 1 }
             logger.info(
                 delivery == .sent ? "NFC reader detect beep turned off" : "NFC reader detect beep already off",
                 [("reader", job.reader), ("profile", job.profile.rawValue)])
