@@ -97,7 +97,7 @@ public struct HIDConfig: ConfigSection {
     }
 
     public static func deviceNames(_ config: BridgeConfig) -> [(key: String, name: String)] {
-        config.hid.match.enumerated().compactMap { index, rule in rule.name.map { ("hid.match[\(index)].name", $0) } }
+        DeviceName.given(config.hid.match.map(\.name), in: "hid.match")
     }
 }
 

@@ -1,5 +1,4 @@
 import BridgeCore
-import Glibc
 
 /// Decides which input devices are scanners and what each is called (pure: tested without udev).
 public enum ScannerMatcher {
@@ -65,15 +64,8 @@ public enum ScannerMatcher {
         // `serial` and `path` are shell-style patterns, as in hidpos.match and serial.match: a plain value matches
         // only itself (udev's serials and ID_PATHs hold no pattern characters), and `*-usb-0:3:1.0` names a port
         // on whatever controller.
-        if let serial = rule.serial, !matches(serial, device.serial) && !matches(serial, device.serialShort) {
-            return false
-        }
-        if let path = rule.path, !matches(path, device.path) { return false }
-        return true
-    }
-
-    private static func matches(_ pattern: String, _ value: String?) -> Bool {
-        value.map { fnmatch(pattern, $0, 0) == 0 } ?? false
+        return ShellPattern.matches(rule.serial, device.serial, device.serialShort)
+            && ShellPattern.matches(rule.path, device.path)
     }
 
     /// Stable names (docs/contracts.md, "Spool record") keyed by devnode: `ID_SERIAL` when no other scanner in

@@ -53,12 +53,9 @@ public struct HIDPOSConfig: ConfigSection {
 
         /// True when every given field matches the device's.
         public func matches(_ device: HIDPOSDeviceInfo) -> Bool {
-            func pattern(_ pattern: String?, _ values: String?...) -> Bool {
-                guard let pattern else { return true }
-                return values.contains { $0.map { fnmatch(pattern, $0, 0) == 0 } ?? false }
-            }
-            return (vendor.map { $0 == device.vendor } ?? true) && (model.map { $0 == device.product } ?? true)
-                && pattern(serial, device.serial, device.fullSerial) && pattern(path, device.path)
+            (vendor.map { $0 == device.vendor } ?? true) && (model.map { $0 == device.product } ?? true)
+                && ShellPattern.matches(serial, device.serial, device.fullSerial)
+                && ShellPattern.matches(path, device.path)
         }
     }
 
@@ -85,9 +82,7 @@ public struct HIDPOSConfig: ConfigSection {
     }
 
     public static func deviceNames(_ config: BridgeConfig) -> [(key: String, name: String)] {
-        config.hidpos.match.enumerated().compactMap { index, rule in
-            rule.name.map { ("hidpos.match[\(index)].name", $0) }
-        }
+        DeviceName.given(config.hidpos.match.map(\.name), in: "hidpos.match")
     }
 }
 

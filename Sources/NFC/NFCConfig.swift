@@ -1,5 +1,4 @@
 import BridgeCore
-import Glibc
 
 /// `nfc`: PC/SC readers (docs/configuration.md, "`nfc`").
 public struct NFCConfig: ConfigSection {
@@ -43,12 +42,8 @@ public struct NFCConfig: ConfigSection {
         /// True when every given field matches; a `path` or `serial` rule never matches a reader whose port or
         /// serial is unknown.
         public func matches(reader readerName: String, identity: ReaderIdentity?) -> Bool {
-            func matches(_ pattern: String?, _ value: String?) -> Bool {
-                guard let pattern else { return true }
-                guard let value else { return false }
-                return fnmatch(pattern, value, 0) == 0
-            }
-            return matches(reader, readerName) && matches(path, identity?.path) && matches(serial, identity?.serial)
+            ShellPattern.matches(reader, readerName) && ShellPattern.matches(path, identity?.path)
+                && ShellPattern.matches(serial, identity?.serial)
         }
     }
 
@@ -109,7 +104,7 @@ public struct NFCConfig: ConfigSection {
     }
 
     public static func deviceNames(_ config: BridgeConfig) -> [(key: String, name: String)] {
-        config.nfc.names.enumerated().map { index, rule in ("nfc.names[\(index)].name", rule.name) }
+        DeviceName.given(config.nfc.names.map(\.name), in: "nfc.names")
     }
 
     /// `"green 1x100"`, `"off"`: one feedback pattern.

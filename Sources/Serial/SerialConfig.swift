@@ -61,14 +61,9 @@ public struct SerialConfig: ConfigSection {
 
         /// True when every given field matches the port's.
         public func matches(_ port: SerialPortInfo) -> Bool {
-            func pattern(_ pattern: String?, _ value: String?) -> Bool {
-                guard let pattern else { return true }
-                guard let value else { return false }
-                return fnmatch(pattern, value, 0) == 0
-            }
-            return (vendor.map { $0 == port.vendor } ?? true) && (product.map { $0 == port.product } ?? true)
-                && pattern(serial, port.serial) && pattern(model, port.model) && pattern(path, port.path)
-                && pattern(devnode, port.devnode)
+            (vendor.map { $0 == port.vendor } ?? true) && (product.map { $0 == port.product } ?? true)
+                && ShellPattern.matches(serial, port.serial) && ShellPattern.matches(model, port.model)
+                && ShellPattern.matches(path, port.path) && ShellPattern.matches(devnode, port.devnode)
         }
     }
 
@@ -124,9 +119,7 @@ public struct SerialConfig: ConfigSection {
     }
 
     public static func deviceNames(_ config: BridgeConfig) -> [(key: String, name: String)] {
-        config.serial.match.enumerated().compactMap { index, rule in
-            rule.name.map { ("serial.match[\(index)].name", $0) }
-        }
+        DeviceName.given(config.serial.match.map(\.name), in: "serial.match")
     }
 }
 

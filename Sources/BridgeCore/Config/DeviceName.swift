@@ -45,6 +45,12 @@ public enum DeviceName {
         return text
     }
 
+    /// The names a rule list (`hid.match`) gives, each with its key (`hid.match[2].name`), for `checkUnique`;
+    /// `names` holds each rule's name in order, nil for a rule without one.
+    public static func given(_ names: [String?], in list: String) -> [(key: String, name: String)] {
+        names.enumerated().compactMap { index, name in name.map { ("\(list)[\(index)].name", $0) } }
+    }
+
     /// Fails when two rules give one name: each device needs its own, or its reads could not be told apart.
     /// `names` are the rules' keys (`nfc.names[0].name`) with the name each gives, in configuration order.
     public static func checkUnique(_ names: [(key: String, name: String)]) throws(ConfigError) {
