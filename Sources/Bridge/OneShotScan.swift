@@ -61,6 +61,7 @@ public struct OneShotScan: Sendable {
     /// API configured (`token` given), makes the one delivery attempt (`OneShotDelivery`).
     public func commit(_ capture: Capture, to spool: Spool, token: String?) -> ReadOutcome {
         let fixProvider: any FixProvider = capture.fix.map { FixedFixProvider(fix: $0) } ?? NoFixProvider()
+        SinkRegistry.registerQueues(in: spool, config: settings.config, logger: logger)
         let pipeline = Pipeline(
             spool: spool, builder: builder, fixProvider: fixProvider, debounce: [:], logger: logger)
         pipeline.start()

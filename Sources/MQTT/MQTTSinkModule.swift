@@ -15,7 +15,8 @@ extension ScanSinkModule {
                 status: { context.deviceStatus(for: MQTTSink.sinkName) }, healthChanged: context.stateChanged,
                 delivered: context.delivered)
         },
-        doctor: { [MQTTDoctor.check($0)] })
+        doctor: { [MQTTDoctor.check($0)] },
+        queue: { $0.mqtt.url == nil ? nil : MQTTSink.sinkName })
 }
 
 /// The running MQTT sink, if any, replaceable on SIGHUP (new credentials, URL or topics: a new client).

@@ -123,16 +123,22 @@ public struct ScanSinkModule: Sendable {
     public let make: @Sendable (SinkContext) -> any ScanSink
     /// Its `doctor` findings (read-only: a probe never disturbs the running service).
     public let doctor: @Sendable (SinkDoctorContext) -> [DoctorCheck]
+    /// The spool queue it delivers from when a configuration enables it (nil: none, or not enabled). Every process
+    /// that commits reads registers these first, so a read accepted while the sink is configured is the sink's to
+    /// deliver even when no `run` has opened the spool yet (`scan` on a fresh box).
+    public let queue: @Sendable (BridgeConfig) -> String?
 
     public init(
         name: String, statusKey: String, configSection: (any ConfigSection.Type)?,
         make: @escaping @Sendable (SinkContext) -> any ScanSink,
-        doctor: @escaping @Sendable (SinkDoctorContext) -> [DoctorCheck]
+        doctor: @escaping @Sendable (SinkDoctorContext) -> [DoctorCheck],
+        queue: @escaping @Sendable (BridgeConfig) -> String? = { _ in nil }
     ) {
         self.name = name
         self.statusKey = statusKey
         self.configSection = configSection
         self.make = make
         self.doctor = doctor
+        self.queue = queue
     }
 }

@@ -12,7 +12,8 @@ extension ScanSinkModule {
     public static let webhook = ScanSinkModule(
         name: "webhook", statusKey: "webhook", configSection: WebhookConfig.self,
         make: { QueuedSinkSlot(.webhook, context: $0) },
-        doctor: { [WebhookTransport.doctor($0)] })
+        doctor: { [WebhookTransport.doctor($0)] },
+        queue: { $0.webhook.url == nil ? nil : QueuedSinkKind.webhook.name })
 }
 
 extension QueuedSinkKind<WebhookSettings> {

@@ -74,6 +74,7 @@ extension CLI {
         let pipeline: Pipeline?
         if args.has("--pipeline") {
             let spool = try openSpool(settings, create: true)
+            SinkRegistry.registerQueues(in: spool, config: config, logger: logger)
             pipeline = Pipeline(
                 spool: spool, builder: ScanBuilder(parser: PlingsURLParser(hosts: config.hosts)),
                 fixProvider: NoFixProvider(),

@@ -137,6 +137,24 @@ struct WebhookEndToEndTests {
 
     /// Batches: an array per request under the key of its ids; a batch the receiver refuses as too large goes
     /// again one scan at a time, and the one scan it refuses for good (422) is kept as refused, the rest taken.
+    /// docs/contracts.md "Webhook request": a read `scan` commits while `webhook.url` is set is queued for the
+    /// webhook even when no `run` has opened the spool yet (a fresh box), and is POSTed once the service starts.
+    @Test func aReadScannedBeforeAnyRunIsPostedWhenTheServiceStarts() throws {
+        let rig = try Rig()
+        defer { rig.teardown() }
+        let scanned = try ProcessRunner.run(
+            Products.path("plings-bridge"),
+            ["scan", "https://s.plings.io/?t=q&i=FreshBox1&p=1", "--config", rig.config, "--spool", rig.spoolPath],
+            environment: rig.environment)
+        #expect(scanned.status == 0)
+        let id = try JSONParser.parse(Array((scanned.stdoutLines.last ?? "").utf8))["id"]?.stringValue ?? ""
+        #expect(try Spool(path: rig.spoolPath).sinkStats().first { $0.name == "webhook" }?.pending == 1)
+        let bridge = try rig.startBridge()
+        defer { bridge.stop() }
+        #expect(try rig.awaitTaken([id], timeout: 15))
+        #expect(try rig.drainedQueue()?.delivered == 1)
+    }
+
     @Test func batchesAreKeyedAndARefusedScanIsKeptAsRefused() throws {
         let rig = try Rig(batchSize: 4, timeout: 5)
         defer { rig.teardown() }

@@ -148,6 +148,29 @@ struct MQTTTests {
         #expect(offline != nil && offline?.contains("connection lost") == false)
     }
 
+    /// docs/configuration.md `mqtt`: every accepted read is published. Reads `scan` commits into a spool no `run`
+    /// has opened yet (a fresh box) are accepted while the broker is configured, so they are queued for it and
+    /// published once the service starts.
+    @Test func readsScannedBeforeAnyRunArePublishedWhenTheServiceStarts() throws {
+        let broker = try MosquittoRig()
+        let s = try setup(mqtt: plain(broker))
+        defer { s.dir.remove() }
+        #expect(try run(s, ["scan", "https://s.plings.io/?t=q&i=Fresh1&p=2"]).status == 0)
+        #expect(try run(s, ["scan", "not a plings url"]).status == 0)
+        #expect(try run(s, ["spool", "stats"]).stdout.contains("sink mqtt: 2 pending, 0 delivered"))
+        let subscriber = try MQTTSubscriber(port: broker.port, topic: "plings/#")
+        defer { subscriber.stop() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        let scan = subscriber.waitFor(timeout: 15) { t, _ in t == s.base + "/scans" }
+        let unrecognized = subscriber.waitFor(timeout: 15) { t, _ in t == s.base + "/unrecognized" }
+        let export = try run(s, ["spool", "export"]).stdoutLines
+        #expect(export.count == 2)
+        #expect(scan?.contains(#""identifier":"Fresh1""#) == true)
+        #expect(unrecognized == export[1])
+        #expect(eventually(timeout: 5) { (try? sinkPending(s)) == 0 })
+    }
+
     @Test func brokerAbsentAtStartThenBacklogDrainsInOrder() throws {
         let (broker, subscriber) = try brokerDownWithWaitingSubscriber()
         defer { subscriber.stop() }
