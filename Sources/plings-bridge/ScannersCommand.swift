@@ -273,30 +273,17 @@ extension CLI {
                 logger.error("scanners --test: no scan within \(Int(timeout)) s")
                 break
             }
-            // The text this scan meant: the expected one it gets fewest characters wrong of.
-            let readings = expected.map { LayoutCalibration.read(line.events, layout: layout, expected: $0) }
-            let best = readings.min { $0.unmatched.count < $1.unmatched.count } ?? readings[0]
-            let typed = best.decoded ?? ""
-            let target = expected[readings.firstIndex { $0 == best } ?? 0]
-            let ok = typed == target
-            let error =
-                ok
-                ? nil
-                : "typed \(TerminalText.escape(typed).prefix(120)) for \(TerminalText.escape(target).prefix(120)): "
-                    + "\(best.unmatched.count) character(s) wrong (\(best.unmatched.map { TerminalText.escape(String($0)) }.joined(separator: " ")))"
-            let attempt = TestRunReport.Attempt(
-                number: attempts.count + 1, ok: ok, milliseconds: line.typingMilliseconds,
-                details: [
-                    ("scanner", line.device), ("layout", layout.name), ("characters", String(typed.count)),
-                    ("wrong", String(best.unmatched.count)),
-                ], error: error)
+            let judged = ScannerTestRun.judge(line, layout: layout, expected: expected, number: attempts.count + 1)
+            let (attempt, typed, target, ok, error) = (
+                judged.attempt, judged.typed, judged.target, judged.attempt.ok, judged.attempt.error
+            )
             attempts.append(attempt)
             let text =
                 args.json
                 ? JSONValue.object([
                     ("scan", .integer(attempt.number)), ("device", .string(line.device)), ("ok", .bool(ok)),
                     ("typed", .string(typed)), ("expected", .string(target)),
-                    ("wrong", .array(best.unmatched.map { .string(String($0)) })),
+                    ("wrong", .array(judged.wrong.map { .string(String($0)) })),
                     ("typingMs", line.typingMilliseconds.map { .number(($0 * 1000).rounded() / 1000) } ?? .null),
                 ]).encoded()
                 : "scan \(attempt.number): \(TerminalText.escape(line.device))  \(ok ? "ok" : "WRONG")  "
@@ -304,16 +291,9 @@ extension CLI {
                     + (error.map { "\n  \($0)" } ?? "")
             FileHandle.standardOutput.write(Data((text + "\n").utf8))
         }
-        let report = TestRunReport(
-            title: "Scanner test: \(scanners.map(\.name).joined(separator: ", "))", suite: "scanners-test",
-            setup: [
-                ("scanners", scanners.map { "\($0.name) (\($0.node))" }.joined(separator: ", ")),
-                ("layouts", scanners.map(\.layout).joined(separator: ", ")),
-                ("expected", expected.count == 1 ? expected[0] : "any code of the calibration sheet"),
-                ("plings-bridge", BridgeVersion.current),
-            ], attempts: attempts, requested: count, criteria: criteria ?? TestRunReport.Criteria(),
-            startedAt: startedAt, seconds: MonotonicClock.now() - began, attemptName: "scan",
-            timeName: "Typing times (first key press to Enter)")
+        let report = ScannerTestRun.report(
+            scanners: scanners, expected: expected, attempts: attempts, requested: count,
+            criteria: criteria ?? TestRunReport.Criteria(), startedAt: startedAt, seconds: MonotonicClock.now() - began)
         try writeReports(args, report: report, command: "scanners --test")
         let summary =
             "summary: \(report.okCount)/\(count) scanned right (\(String(format: "%.0f", report.successPercent))%); "
