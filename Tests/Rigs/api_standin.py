@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -943,6 +944,8 @@ def main():
     ap.add_argument("--order-tolerance", type=float, default=0.0,
                     help="seconds by which a delivered scan may be older than the last one of its identifier "
                          "(reads of different devices, docs/contracts.md 'Delivery order'); default 0: strict")
+    ap.add_argument("--tls-cert", help="PEM certificate (chain): HTTPS instead of HTTP, as the real API (the gate box)")
+    ap.add_argument("--tls-key", help="PEM key of --tls-cert")
     ap.add_argument("-v", "--verbose", action="store_true", help="log every request to stderr")
     args = ap.parse_args()
 
@@ -964,6 +967,12 @@ def main():
     Server.address_family = socket.AF_INET6 if addr.version == 6 else socket.AF_INET
     server = Server((args.host, args.port), Handler)
     port = server.server_address[1]
+    scheme = "http"
+    if args.tls_cert:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        server.socket = context.wrap_socket(server.socket, server_side=True)
+        scheme = "https"
 
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -973,7 +982,7 @@ def main():
 
     sys.stdout.write(f"READY port={port}\n")
     sys.stdout.flush()
-    log(f"listening on http://{args.host}:{port}/graphql (control under /_control/), pid {os.getpid()}")
+    log(f"listening on {scheme}://{args.host}:{port}/graphql (control under /_control/), pid {os.getpid()}")
     while not stop.wait(0.5):
         pass
     server.shutdown()

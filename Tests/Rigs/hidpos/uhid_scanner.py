@@ -3,6 +3,7 @@
 descriptor goes through the HID core to a real /dev/hidrawN, udev and the installed bridge.
 
     uhid_scanner.py SCRIPT.json
+    uhid_scanner.py --serve SOCKET SCRIPT.json   (the gate box: steps come over SOCKET, one JSON line each)
 
 SCRIPT: {"descriptor": "<hex>", "vendor": 3118, "product": 2951, "steps": [...]}, steps done in order:
   {"create": "name"}                  UHID_CREATE2 (bus USB): a new hidraw node
@@ -14,12 +15,17 @@ SCRIPT: {"descriptor": "<hex>", "vendor": 3118, "product": 2951, "steps": [...]}
   {"pause": 0.2}
 Prints {"ok", "step", "outputs": ["<hex>", ...], "nodes": [...]}: the output reports the bridge wrote (UHID_OUTPUT
 events) and what "stat" noted.
+
+With --serve, the script's own steps run first; then each connection to the Unix socket SOCKET sends steps, one JSON
+line each, and gets one line back per step once it is done: `{"ok": true}` (a long-running scanner, as the gate box
+test drives it through its shift).
 """
 import glob
 import grp
 import json
 import os
 import select
+import socket
 import struct
 import subprocess
 import sys
@@ -55,6 +61,10 @@ def journal_count(needle):
 
 
 def main():
+    serve = None
+    if sys.argv[1] == "--serve":
+        serve = sys.argv[2]
+        del sys.argv[1:3]
     with open(sys.argv[1]) as f:
         script = json.load(f)
     descriptor = bytes.fromhex(script["descriptor"])
@@ -73,9 +83,8 @@ def main():
                 size = struct.unpack_from("<H", data, 4 + 4096)[0]
                 outputs.append(data[4:4 + size].hex())
 
-    ok, step = True, "none"
-    for index, item in enumerate(script["steps"]):
-        step = "%d:%s" % (index, json.dumps(item))
+    def run(item):
+        """Does one step; False when a wait ran out."""
         if "create" in item:
             body = struct.pack("<128s64s64sHHIIII4096s", item["create"].encode(), b"uhid-test", b"UHID0077",
                                len(descriptor), BUS_USB, script["vendor"], script["product"], 0, 0, descriptor)
@@ -84,8 +93,7 @@ def main():
             deadline = time.monotonic() + 20
             while journal_count(item["wait"]) < item.get("count", 1):
                 if time.monotonic() > deadline:
-                    ok = False
-                    break
+                    return False
                 drain(0.1)
         elif "code" in item:
             for report in reports(item["code"].encode("utf-8", "surrogateescape"), item.get("aim", "]Q1")):
@@ -104,8 +112,32 @@ def main():
                     node = "/dev/" + os.path.basename(sys_node)
                     st = os.stat(node)
                     nodes.append("%s %s %o" % (node, grp.getgrgid(st.st_gid).gr_name, st.st_mode & 0o777))
+        return True
+
+    ok, step = True, "none"
+    for index, item in enumerate(script["steps"]):
+        step = "%d:%s" % (index, json.dumps(item))
+        ok = run(item)
         if not ok:
             break
+    if serve:
+        listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        if os.path.exists(serve):
+            os.remove(serve)
+        listener.bind(serve)
+        listener.listen(4)
+        while True:
+            # The kernel's events (output reports, open and close) are read while waiting for a client.
+            if listener not in select.select([listener, fd], [], [])[0]:
+                drain()
+                continue
+            client, _ = listener.accept()
+            with client, client.makefile("rw") as lines:
+                for line in lines:
+                    answer = {"ok": run(json.loads(line))}
+                    lines.write(json.dumps(answer) + "\n")
+                    lines.flush()
+                    drain()
     drain(0.5)
     os.close(fd)
     print(json.dumps({"ok": ok, "step": step, "outputs": outputs, "nodes": nodes}))
