@@ -43,7 +43,8 @@ public enum NFCTestRun {
                 details: [
                     ("tag", event.kind.description), ("UID", event.uidHex ?? "-"), ("APDUs", String(event.apduCount)),
                     ("genuine", event.read?.genuine?.rawValue ?? "not checked"),
-                    ("connect ms", ms(event.connectSeconds)), ("read ms", ms(event.readSeconds)),
+                    ("connect ms", TestRunReport.ms(event.connectSeconds * 1000)),
+                    ("read ms", TestRunReport.ms(event.readSeconds * 1000)),
                     (
                         "URL",
                         event.read.map(\.raw).flatMap { $0.isEmpty ? nil : $0 } ?? event.result?.noURLReason ?? "-"
@@ -55,7 +56,4 @@ public enum NFCTestRun {
             attempts: attempts, requested: requested, criteria: criteria, startedAt: startedAt,
             seconds: MonotonicClock.now() - began)
     }
-
-    /// Seconds as milliseconds with one decimal.
-    static func ms(_ seconds: Double) -> String { String(format: "%.1f", seconds * 1000) }
 }

@@ -150,8 +150,8 @@ extension CLI {
                     )
                 ]).encoded())
         } else {
-            let median = TestRunReport.percentile(readTimes, 0.5).map { Self.ms($0) } ?? "-"
-            let p95 = TestRunReport.percentile(readTimes, 0.95).map { Self.ms($0) } ?? "-"
+            let median = TestRunReport.percentile(readTimes, 0.5).map { TestRunReport.ms($0) } ?? "-"
+            let p95 = TestRunReport.percentile(readTimes, 0.95).map { TestRunReport.ms($0) } ?? "-"
             print(
                 "summary: \(events.count - failed)/\(count) read (\(Int((rate * 100).rounded()))%), "
                     + "\(failed) failed\(missing > 0 ? ", \(missing) not tapped" : ""); "
@@ -256,8 +256,9 @@ extension CLI {
             line += "\n  no URL: \(e(event.result?.noURLReason ?? "unknown"))"
         }
         line +=
-            "\n  \(event.apduCount) APDUs, connect \(ms(event.connectSeconds * 1000)) ms, "
-            + "read \(ms(event.readSeconds * 1000)) ms, detect-to-read \(ms(event.detectToReadSeconds * 1000)) ms"
+            "\n  \(event.apduCount) APDUs, connect \(TestRunReport.ms(event.connectSeconds * 1000)) ms, "
+            + "read \(TestRunReport.ms(event.readSeconds * 1000)) ms, "
+            + "detect-to-read \(TestRunReport.ms(event.detectToReadSeconds * 1000)) ms"
         switch event.result?.fastRead {
         case .used?: line += ", fast read"
         case .fellBack(let reason, _)?: line += "\n  fast read fell back to READ BINARY: \(reason)"
@@ -267,6 +268,4 @@ extension CLI {
     }
 
     static func round3(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
-
-    static func ms(_ value: Double) -> String { String(format: "%.1f", value) }
 }

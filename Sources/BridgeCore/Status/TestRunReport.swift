@@ -110,7 +110,8 @@ public struct TestRunReport: Sendable {
         criteria == Criteria() ? failures.isEmpty : criteriaFailures.isEmpty && attempts.count == requested
     }
 
-    static func ms(_ value: Double) -> String { String(format: "%.1f", value) }
+    /// Milliseconds with one decimal, as every report and tap line writes them.
+    public static func ms(_ value: Double) -> String { String(format: "%.1f", value) }
 
     // MARK: histogram
 
