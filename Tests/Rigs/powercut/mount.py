@@ -1,8 +1,10 @@
 """Mounting powercutfs from a test or from scripts/powercut: start, cut the power, remount, stop."""
+import errno
 import os
 import signal
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FS = os.path.join(HERE, "powercutfs.py")
@@ -12,8 +14,9 @@ class PowerCutMount:
     """One powercutfs process serving `backing` at `mountpoint`. A cut leaves the durable state in `backing`;
     `mount()` again serves it."""
 
-    def __init__(self, backing, mountpoint, harsh=False, seed=0, errfile=None):
+    def __init__(self, backing, mountpoint, harsh=False, seed=0, errfile=None, keep_cache=False):
         self.backing, self.mountpoint, self.harsh, self.seed = backing, mountpoint, harsh, seed
+        self.keep_cache = keep_cache
         self.errfile = errfile
         self.proc = None
         self.mounts = 0
@@ -24,6 +27,8 @@ class PowerCutMount:
         argv = ["/usr/bin/python3", FS, self.backing, self.mountpoint, "--seed", str(self.seed + self.mounts)]
         if self.harsh:
             argv.append("--harsh")
+        if self.keep_cache:
+            argv.append("--keep-cache")
         if cut_on:
             argv += ["--cut-on", cut_on]
         err = open(self.errfile, "ab") if self.errfile else None
@@ -47,6 +52,23 @@ class PowerCutMount:
             self.proc.send_signal(signal.SIGUSR1)
         self.proc.wait()
         self.detach()
+
+    def fail_writes(self, failing=True):
+        """Makes the disk fail every change with EIO (reads still work), or well again; returns once a probe
+        file at the mount's root shows it."""
+        self.proc.send_signal(signal.SIGUSR2 if failing else signal.SIGHUP)
+        probe = os.path.join(self.mountpoint, ".powercutfs-probe")
+        for _ in range(500):
+            try:
+                with open(probe, "wb") as f:
+                    f.write(b"probe")
+                if not failing:
+                    return
+            except OSError as e:
+                if failing and e.errno == errno.EIO:
+                    return
+            time.sleep(0.01)
+        raise RuntimeError(f"powercutfs did not become {'failing' if failing else 'well'}")
 
     def detach(self):
         subprocess.run(["umount", "-l", self.mountpoint], stderr=subprocess.DEVNULL)

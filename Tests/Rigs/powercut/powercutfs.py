@@ -19,6 +19,8 @@ memory, as a disk's volatile cache would. The rules, strict fsync(2) semantics:
   at a random 512-byte sector boundary (the part before or after it reaches the disk), each pending truncate
   kept or dropped, and each directory's pending entries all kept or all dropped; seeded by --seed.
 - SIGTERM is a clean shutdown: everything pending becomes durable, then the file system unmounts.
+- SIGUSR2 makes it a failing disk: every operation that would change something (write, truncate, fsync,
+  create, mkdir, rename, unlink, fsyncdir) fails with EIO, reads still work; SIGHUP makes it well again.
 
 --cut-on cuts the power by itself at a chosen moment, before the operation that triggers it is applied:
 EVENT is mkdir, create, write, truncate, fsync, fsyncdir, rename or unlink, NAME an optional suffix the file's name
@@ -80,12 +82,15 @@ def fuse_error(code):
 class PowerCutFS(pyfuse3.Operations):
     enable_writeback_cache = False  # every write() must reach us: the cache to drop is ours, not the kernel's
 
-    def __init__(self, backing, harsh=False, seed=0, cut_on=None):
+    def __init__(self, backing, harsh=False, seed=0, cut_on=None, keep_cache=False):
         super().__init__()
+        # Whether an open keeps the kernel's cached pages of the file (as a local file system does) or drops them.
+        self.keep_cache = keep_cache
         self.backing = backing
         self.harsh = harsh
         self.rng = random.Random(seed)
         self.cut_on = cut_on  # (event, suffix or None, n)
+        self.failing = False  # SIGUSR2: every change fails with EIO (a failing disk); SIGHUP: well again
         self.events = 0
         self.inodes = {}
         self.handles = {}  # fh -> ino
@@ -257,7 +262,9 @@ class PowerCutFS(pyfuse3.Operations):
 
     def event(self, kind, name=b"", ino=None):
         """Counts an operation toward the --cut-on trigger; cuts the power before it is applied. The name of
-        a file operation (`ino`) is looked up only when a trigger is armed."""
+        a file operation (`ino`) is looked up only when a trigger is armed. A failing disk refuses it (EIO)."""
+        if self.failing:
+            raise fuse_error(errno.EIO)
         if not self.cut_on:
             return
         want, suffix, n = self.cut_on
@@ -413,13 +420,15 @@ class PowerCutFS(pyfuse3.Operations):
         fh = self.next_fh
         self.next_fh += 1
         self.handles[fh] = node.ino
-        return pyfuse3.FileInfo(fh=fh, keep_cache=False)
+        return pyfuse3.FileInfo(fh=fh, keep_cache=self.keep_cache)
 
     async def open(self, inode, flags, ctx):
         node = self.node(inode)
         if node.kind == "dir":
             raise fuse_error(errno.EISDIR)
         if flags & os.O_TRUNC and node.data:
+            if self.failing:
+                raise fuse_error(errno.EIO)
             self.write_op(node, ("t", 0))
         return self.open_handle(node)
 
@@ -533,8 +542,14 @@ def parse_cut_on(text):
 async def serve(fs):
     async with trio.open_nursery() as nursery:
         async def signals():
-            with trio.open_signal_receiver(signal.SIGUSR1, signal.SIGTERM, signal.SIGINT) as received:
+            with trio.open_signal_receiver(signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGTERM,
+                                           signal.SIGINT) as received:
                 async for signum in received:
+                    if signum in (signal.SIGUSR2, signal.SIGHUP):
+                        fs.failing = signum == signal.SIGUSR2
+                        sys.stderr.write(f"powercutfs: {'failing' if fs.failing else 'well again'}\n")
+                        sys.stderr.flush()
+                        continue
                     if signum == signal.SIGUSR1:
                         fs.power_cut("SIGUSR1")
                     fs.sync_all()
@@ -553,10 +568,15 @@ def main():
     ap.add_argument("--harsh", action="store_true", help="keep, drop or tear each pending write on a cut")
     ap.add_argument("--seed", type=int, default=0, help="seeds the harsh cut's choices")
     ap.add_argument("--cut-on", type=parse_cut_on, default=None, help="EVENT[:SUFFIX]:N, cut by itself")
+    ap.add_argument("--keep-cache", action="store_true",
+                    help="an open keeps the file's cached pages, as a local file system does (a failing disk needs it: "
+                         "dropping them would drop what a process wrote through a shared mapping, such as SQLite's "
+                         "-shm, when its write-back failed)")
     args = ap.parse_args()
     # A parent may have left these blocked (Foundation's Process does): the cut and the clean stop need them.
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1, signal.SIGTERM, signal.SIGINT})
-    fs = PowerCutFS(args.backing, harsh=args.harsh, seed=args.seed, cut_on=args.cut_on)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGTERM,
+                                                signal.SIGINT})
+    fs = PowerCutFS(args.backing, harsh=args.harsh, seed=args.seed, cut_on=args.cut_on, keep_cache=args.keep_cache)
     options = set(pyfuse3.default_options)
     options.update(["fsname=powercutfs", "allow_other"])
     pyfuse3.init(fs, args.mountpoint, options)

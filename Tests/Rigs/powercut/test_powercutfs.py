@@ -6,6 +6,7 @@ Expected outcomes come from fsync(2) (POSIX and Linux man pages): fsync makes a 
 directory entry, which needs an fsync of the directory; nothing else is promised.
 """
 import json
+import errno
 import os
 import shutil
 import sqlite3
@@ -182,6 +183,19 @@ class PowerCutFSTests(unittest.TestCase):
         self.fs.detach()
         self.fs.mount()
         self.assertEqual(read(self.p("f.db")), b"a" * 10 + b"b" * 10)
+
+    def test_a_failing_disk_refuses_changes_with_eio_and_reads_go_on(self):
+        write_file(self.p("kept"), b"before", sync=True)
+        self.fs.fail_writes(True)
+        for change in (lambda: write_file(self.p("kept"), b"after"), lambda: write_file(self.p("new"), b"x"),
+                       lambda: os.rename(self.p("kept"), self.p("moved")), lambda: os.mkdir(self.p("d"))):
+            with self.assertRaises(OSError) as caught:
+                change()
+            self.assertEqual(caught.exception.errno, errno.EIO)
+        self.assertEqual(read(self.p("kept")), b"before")
+        self.fs.fail_writes(False)
+        write_file(self.p("kept"), b"after", sync=True)
+        self.assertEqual(read(self.p("kept")), b"after")
 
     def test_sqlite_wal_commits_survive_with_synchronous_full_only(self):
         def commit_rows(sync, first):
