@@ -93,9 +93,24 @@ public final class SpoolDamageWatch: Sendable {
                         ("statesLost", String(report.statesLost)),
                     ])
             } catch {
-                logger.error(
-                    "spool: cannot salvage the damaged file; it is kept as it is",
-                    [("file", file), ("error", error.description)])
+                if case .sqlite(let sqlite) = error, sqlite.isDamage {
+                    // The file itself cannot be read at all (its schema is gone): no later try can do better, so
+                    // the outcome is recorded as a salvage that got nothing back, for `status` and `doctor`.
+                    let record = JSONValue.object([
+                        ("recovered", .integer(0)), ("error", .string(error.description)),
+                        ("at", .string(Timestamp.format(Date()))),
+                    ])
+                    try? (record.encoded() + "\n").write(
+                        toFile: file + ".salvaged", atomically: true, encoding: .utf8)
+                    logger.error(
+                        "spool salvage: the damaged file cannot be read at all; no scan could be copied from it",
+                        [("file", file), ("error", error.description)])
+                } else {
+                    // A failure of the fresh spool (a full disk): tried again at the next start.
+                    logger.error(
+                        "spool: cannot salvage the damaged file now; it is kept and tried again at the next start",
+                        [("file", file), ("error", error.description)])
+                }
             }
             salvaging.withLock { _ = $0.remove(file) }
             changed()

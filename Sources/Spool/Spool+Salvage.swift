@@ -56,6 +56,18 @@ extension Spool {
     /// id, times and state, and each sink's delivery state (a delivered scan is not sent again; a pending one is
     /// sent once, under the same key). The damaged file is only read.
     public func salvage(from damaged: String) throws(SpoolError) -> SalvageReport {
+        do {
+            return try salvage(readingFrom: damaged)
+        } catch .sqlite(let error) where error.code & 0xFF == SQLITE_NOTADB {
+            // The file's header is gone (its first 100 bytes): read a copy with a header rebuilt from what SQLite
+            // writes there, with the WAL beside it (whose frames hold every page written since the last checkpoint).
+            guard let copy = Spool.copyWithRebuiltHeader(damaged) else { throw .sqlite(error) }
+            defer { for suffix in ["", "-wal", "-shm"] { unlink(copy + suffix) } }
+            return try salvage(readingFrom: copy)
+        }
+    }
+
+    private func salvage(readingFrom damaged: String) throws(SpoolError) -> SalvageReport {
         let source: SQLiteConnection
         do {
             source = try SQLiteConnection(path: damaged, readOnly: true)
@@ -93,6 +105,49 @@ extension Spool {
             start = end + 1
         }
         return report
+    }
+
+    /// A copy of the damaged file at `damaged` (and its WAL) beside it, `<damaged>.rebuilt-header`, whose first 100
+    /// bytes are written again as SQLite writes them for a spool (sqlite.org/fileformat2.html, "The Database Header"):
+    /// the page size from the WAL's header (else SQLite's default, 4096), WAL mode, UTF-8, schema format 4, the page
+    /// count from the file's length, no free list (its pages are never read). Nothing else is lost with the header:
+    /// the schema's tree starts at byte 100 of page 1 (kept) and names every table's root page. A WAL frame of page
+    /// 1, if any, still wins when SQLite reads the copy. Nil when the copy cannot be written.
+    static func copyWithRebuiltHeader(_ damaged: String) -> String? {
+        let copy = damaged + ".rebuilt-header"
+        let manager = FileManager.default
+        for suffix in ["", "-wal", "-shm"] { unlink(copy + suffix) }
+        guard (try? manager.copyItem(atPath: damaged, toPath: copy)) != nil else { return nil }
+        if manager.fileExists(atPath: damaged + "-wal") {
+            try? manager.copyItem(atPath: damaged + "-wal", toPath: copy + "-wal")
+        }
+        var pageSize = 4096
+        if let wal = FileHandle(forReadingAtPath: copy + "-wal"), let head = try? wal.read(upToCount: 12),
+            head.count == 12
+        {
+            let size = head[8...11].reduce(0) { $0 << 8 | Int($1) }
+            if size >= 512, size <= 65536, size & (size - 1) == 0 { pageSize = size }
+        }
+        let length = ((try? manager.attributesOfItem(atPath: copy)[.size]) as? Int) ?? 0
+        var header = [UInt8](repeating: 0, count: 100)
+        func put(_ value: Int, at offset: Int, bytes: Int = 4) {
+            for i in 0..<bytes { header[offset + i] = UInt8(truncatingIfNeeded: value >> (8 * (bytes - 1 - i))) }
+        }
+        header.replaceSubrange(0..<16, with: Array("SQLite format 3\0".utf8))
+        put(pageSize == 65536 ? 1 : pageSize, at: 16, bytes: 2)
+        (header[18], header[19]) = (2, 2)  // WAL
+        (header[21], header[22], header[23]) = (64, 32, 32)  // payload fractions, fixed by the format
+        put(1, at: 24)  // change counter, equal to the version-valid-for number below: the page count is valid
+        put(max(1, length / pageSize), at: 28)
+        put(1, at: 40)  // schema cookie
+        put(4, at: 44)  // schema format
+        put(1, at: 56)  // UTF-8
+        put(1, at: 92)
+        put(Int(SQLITE_VERSION_NUMBER), at: 96)
+        guard let file = FileHandle(forWritingAtPath: copy) else { return nil }
+        defer { try? file.close() }
+        guard (try? file.write(contentsOf: header)) != nil else { return nil }
+        return copy
     }
 
     /// The columns `table` has both here and in `source`, in this spool's order.

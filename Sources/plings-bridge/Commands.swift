@@ -193,8 +193,10 @@ struct CLI {
             return 0
         case .debounced:
             return 0
-        case .refused(let why):
-            throw CommandFailure.runtime("read not accepted: \(why)")
+        case .refused:
+            // The pipeline said why in its one line (`read refused: could not commit to the spool`, as the service
+            // says it); a second line would tell the same refusal twice.
+            return 1
         }
     }
 
