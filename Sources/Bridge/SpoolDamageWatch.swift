@@ -134,7 +134,7 @@ public final class SpoolDamageWatch: Sendable {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory)) ?? []
         return names.filter { name in
             name.hasPrefix(prefix) && !name.hasSuffix("-wal") && !name.hasSuffix("-shm")
-                && !name.hasSuffix(".salvaged")
+                && !name.hasSuffix(".salvaged") && !name.hasSuffix(".rebuilt-header")
         }.sorted().map { directory.isEmpty ? $0 : directory + "/" + $0 }
     }
 

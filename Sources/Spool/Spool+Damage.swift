@@ -61,7 +61,13 @@ extension Spool {
     /// Renames the spool file and its WAL and shared memory to `<path>.damaged-<UTC time>` and fsyncs the
     /// directory; the new name, or nil when the file could not be renamed.
     static func moveAside(_ path: String, at date: Date) -> String? {
-        let aside = path + ".damaged-" + Spool.asideStamp(date)
+        // Never over another damaged file: two moves within one second (a fresh spool found damaged at once) would
+        // otherwise rename the second file over the first, and the first's scans would be gone before any salvage.
+        let stamp = path + ".damaged-" + Spool.asideStamp(date)
+        let taken = { (name: String) in ["", "-wal", "-shm"].contains { access(name + $0, F_OK) == 0 } }
+        guard let aside = ([stamp] + (2...99).map { "\(stamp)-\($0)" }).first(where: { !taken($0) }) else {
+            return nil
+        }
         guard rename(path, aside) == 0 else { return nil }
         for suffix in ["-wal", "-shm"] { _ = rename(path + suffix, aside + suffix) }
         let directory = (path as NSString).deletingLastPathComponent
@@ -73,6 +79,7 @@ extension Spool {
     /// when it is sound, else what is wrong; a damaged file of a writable spool is moved aside.
     public func check() throws(SpoolError) -> String? {
         let problem: String?
+        let checked = FileIdentity(path: path)
         do {
             let probe = try SQLiteConnection(path: path, readOnly: true)
             problem = Spool.quickCheck(probe)
@@ -81,7 +88,7 @@ extension Spool {
             if problem == nil { throw .sqlite(error) }
         }
         if let problem, writable {
-            moveDamagedAside(SQLiteError(code: SQLITE_CORRUPT, message: problem, context: "quick_check"))
+            moveDamagedAside(SQLiteError(code: SQLITE_CORRUPT, message: problem, context: "quick_check"), on: checked)
         }
         return problem
     }
@@ -110,11 +117,12 @@ extension Spool {
         }
     }
 
-    /// After a failed statement: damage moves the file aside; an I/O error does when the file fails a quick check.
-    func noteFailure(_ error: SQLiteError) {
+    /// After a failed statement on `file`: damage moves the file aside; an I/O error does when the file fails a
+    /// quick check.
+    func noteFailure(_ error: SQLiteError, on file: FileIdentity?) {
         guard writable, error.isDamage || error.isIOError else { return }
         if error.isIOError, Spool.integrityProblem(path: path) == nil { return }
-        moveDamagedAside(error)
+        moveDamagedAside(error, on: file)
     }
 
     /// Reopens both connections when `path` no longer names the file they have open (another process moved a
@@ -158,11 +166,14 @@ extension Spool {
     /// Moves the damaged file (and its WAL and shared memory) aside and opens a fresh spool in its place (see the
     /// type's comment). Quiet when another thread or process already did; a failure leaves things as they were
     /// (the next operation finds the damage again).
-    func moveDamagedAside(_ error: SQLiteError) {
+    func moveDamagedAside(_ error: SQLiteError, on file: FileIdentity?) {
         let damage: SpoolDamage? = connection.withLock { (db: inout SQLiteConnection) -> SpoolDamage? in
             bookkeeping.withLock { (keeping: inout SQLiteConnection) -> SpoolDamage? in
-                // Already moved (by another thread here, or another process): follow it instead.
-                guard FileIdentity(path: path) == identity.withLock({ $0 }) else {
+                // Already moved (by another thread here, or another process): follow it instead. The file that
+                // failed must still be the one at the path: a statement of the other connection that failed on the
+                // damaged file while this thread was moving it must not move the fresh one.
+                let current = FileIdentity(path: path)
+                guard current == identity.withLock({ $0 }), current == file else {
                     try? reopen(&db, &keeping)
                     return nil
                 }

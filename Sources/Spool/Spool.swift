@@ -280,13 +280,16 @@ public final class Spool: Sendable {
     /// `Spool+Damage.swift`) and the error thrown: the caller's next try goes to a fresh file.
     func withConnection<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
         try followReplacement()
+        // The file the statement ran on: a failure is about that file, not one that replaced it meanwhile.
+        var file: FileIdentity?
         do {
             return try connection.withLock { db throws(SQLiteError) in
+                file = identity.withLock { $0 }
                 defer { db.resetAll() }
                 return try body(db)
             }
         } catch {
-            noteFailure(error)
+            noteFailure(error, on: file)
             throw .sqlite(error)
         }
     }
@@ -294,13 +297,16 @@ public final class Spool: Sendable {
     /// The delivery bookkeeping connection (see `bookkeeping`).
     func withBookkeeping<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
         try followReplacement()
+        // The file the statement ran on: a failure is about that file, not one that replaced it meanwhile.
+        var file: FileIdentity?
         do {
             return try bookkeeping.withLock { db throws(SQLiteError) in
+                file = identity.withLock { $0 }
                 defer { db.resetAll() }
                 return try body(db)
             }
         } catch {
-            noteFailure(error)
+            noteFailure(error, on: file)
             throw .sqlite(error)
         }
     }

@@ -170,6 +170,50 @@ struct SpoolDamageTests {
         #expect(try digest(moved) == damagedBytes)
     }
 
+    /// Two files moved aside within one second (a fresh spool found damaged at once) get two names: the second
+    /// never replaces the first, whose scans are still to be salvaged.
+    @Test func twoMovesInOneSecondKeepBothFiles() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        let at = Date(timeIntervalSince1970: 1_796_000_000)
+        try Data("first".utf8).write(to: URL(fileURLWithPath: path))
+        try Data("first wal".utf8).write(to: URL(fileURLWithPath: path + "-wal"))
+        let first = try #require(Spool.moveAside(path, at: at))
+        try Data("second".utf8).write(to: URL(fileURLWithPath: path))
+        let second = try #require(Spool.moveAside(path, at: at))
+        #expect(first != second)
+        #expect(try String(contentsOfFile: first, encoding: .utf8) == "first")
+        #expect(try String(contentsOfFile: first + "-wal", encoding: .utf8) == "first wal")
+        #expect(try String(contentsOfFile: second, encoding: .utf8) == "second")
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+
+    /// A statement of the other connection that failed on the damaged file while it was being moved reports its
+    /// failure after the move: the fresh file at the path is not moved aside for it (seen in scripts/spool-damage:
+    /// the fresh file was moved under the same name as the damaged one, which was gone before its salvage).
+    @Test func aFailureOnTheFileAlreadyMovedDoesNotMoveTheFreshOne() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        _ = try filledSpool(path)
+        try damage(path)
+        let spool = try Spool(path: path)
+        let damagedFile = try #require(FileIdentity(path: path))
+        let told = Mutex<[SpoolDamage]>([])
+        spool.onDamage { damage in told.withLock { $0.append(damage) } }
+        #expect(throws: SpoolError.self) { try spool.list() }
+        #expect(told.withLock { $0 }.count == 1)
+        let read = scan(4000)
+        try spool.insert([read])
+        // The late report of the other connection, about the file it ran on.
+        spool.noteFailure(
+            SQLiteError(code: SQLITE_CORRUPT, message: "database disk image is malformed", context: "step"),
+            on: damagedFile)
+        #expect(told.withLock { $0 }.count == 1)
+        #expect(try spool.record(id: read.id) != nil)
+    }
+
     /// The quick check finds damage no statement met yet; a sound file passes.
     @Test func theQuickCheckFindsDamageNoStatementMet() throws {
         let dir = TemporaryDirectory()
