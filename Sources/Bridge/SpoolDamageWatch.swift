@@ -78,13 +78,13 @@ public final class SpoolDamageWatch: Sendable {
         let work: @Sendable () -> Void = {
             do throws(SpoolError) {
                 let report = try spool.salvage(from: file)
-                let record = JSONValue.object([
-                    ("recovered", .integer(report.recovered)), ("alreadyHere", .integer(report.alreadyHere)),
-                    ("unreadable", .integer(report.unreadable)), ("absent", .integer(report.absent)),
-                    ("statesLost", .integer(report.statesLost)),
-                    ("at", .string(Timestamp.format(Date()))),
-                ])
-                try? (record.encoded() + "\n").write(toFile: file + ".salvaged", atomically: true, encoding: .utf8)
+                SpoolDamageWatch.recordSalvage(
+                    of: file,
+                    [
+                        ("recovered", .integer(report.recovered)), ("alreadyHere", .integer(report.alreadyHere)),
+                        ("unreadable", .integer(report.unreadable)), ("absent", .integer(report.absent)),
+                        ("statesLost", .integer(report.statesLost)),
+                    ])
                 logger.info(
                     "spool salvaged: readable scans copied into the spool; the damaged file is kept until you remove it",
                     [
@@ -96,12 +96,8 @@ public final class SpoolDamageWatch: Sendable {
                 if case .sqlite(let sqlite) = error, sqlite.isDamage {
                     // The file itself cannot be read at all (its schema is gone): no later try can do better, so
                     // the outcome is recorded as a salvage that got nothing back, for `status` and `doctor`.
-                    let record = JSONValue.object([
-                        ("recovered", .integer(0)), ("error", .string(error.description)),
-                        ("at", .string(Timestamp.format(Date()))),
-                    ])
-                    try? (record.encoded() + "\n").write(
-                        toFile: file + ".salvaged", atomically: true, encoding: .utf8)
+                    SpoolDamageWatch.recordSalvage(
+                        of: file, [("recovered", .integer(0)), ("error", .string(error.description))])
                     logger.error(
                         "spool salvage: the damaged file cannot be read at all; no scan could be copied from it",
                         [("file", file), ("error", error.description)])
@@ -120,6 +116,12 @@ public final class SpoolDamageWatch: Sendable {
         } else {
             work()
         }
+    }
+
+    /// Writes `<file>.salvaged`: what the salvage of `file` got (`fields`) and when; its presence marks it done.
+    private static func recordSalvage(of file: String, _ fields: [(String, JSONValue)]) {
+        let record = JSONValue.object(fields + [("at", .string(Timestamp.format(Date())))])
+        try? (record.encoded() + "\n").write(toFile: file + ".salvaged", atomically: true, encoding: .utf8)
     }
 
     /// Leaves a salvage or check in progress to end with the process (a salvage is done again at the next start).

@@ -62,7 +62,7 @@ extension Spool {
             // The file's header is gone (its first 100 bytes): read a copy with a header rebuilt from what SQLite
             // writes there, with the WAL beside it (whose frames hold every page written since the last checkpoint).
             guard let copy = Spool.copyWithRebuiltHeader(damaged) else { throw .sqlite(error) }
-            defer { for suffix in ["", "-wal", "-shm"] { unlink(copy + suffix) } }
+            defer { Spool.removeCopy(copy) }
             return try salvage(readingFrom: copy)
         }
     }
@@ -116,7 +116,7 @@ extension Spool {
     static func copyWithRebuiltHeader(_ damaged: String) -> String? {
         let copy = damaged + ".rebuilt-header"
         let manager = FileManager.default
-        for suffix in ["", "-wal", "-shm"] { unlink(copy + suffix) }
+        removeCopy(copy)
         guard (try? manager.copyItem(atPath: damaged, toPath: copy)) != nil else { return nil }
         if manager.fileExists(atPath: damaged + "-wal") {
             try? manager.copyItem(atPath: damaged + "-wal", toPath: copy + "-wal")
@@ -148,6 +148,11 @@ extension Spool {
         defer { try? file.close() }
         guard (try? file.write(contentsOf: header)) != nil else { return nil }
         return copy
+    }
+
+    /// Removes a copy made by `copyWithRebuiltHeader`, with the WAL and shared memory SQLite kept beside it.
+    static func removeCopy(_ copy: String) {
+        for suffix in ["", "-wal", "-shm"] { unlink(copy + suffix) }
     }
 
     /// The columns `table` has both here and in `source`, in this spool's order.

@@ -279,28 +279,23 @@ public final class Spool: Sendable {
     /// Runs `body` on the writer connection. A file found damaged on the way is moved aside (see
     /// `Spool+Damage.swift`) and the error thrown: the caller's next try goes to a fresh file.
     func withConnection<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
-        try followReplacement()
-        // The file the statement ran on: a failure is about that file, not one that replaced it meanwhile.
-        var file: FileIdentity?
-        do {
-            return try connection.withLock { db throws(SQLiteError) in
-                file = identity.withLock { $0 }
-                defer { db.resetAll() }
-                return try body(db)
-            }
-        } catch {
-            noteFailure(error, on: file)
-            throw .sqlite(error)
-        }
+        try using(connection, body)
     }
 
     /// The delivery bookkeeping connection (see `bookkeeping`).
     func withBookkeeping<T>(_ body: (SQLiteConnection) throws(SQLiteError) -> T) throws(SpoolError) -> T {
+        try using(bookkeeping, body)
+    }
+
+    /// Runs `body` on one of the two connections, after following a replaced file; a failure is noted against the
+    /// file the statement ran on, not one that replaced it meanwhile.
+    private func using<T>(
+        _ lock: Mutex<SQLiteConnection>, _ body: (SQLiteConnection) throws(SQLiteError) -> T
+    ) throws(SpoolError) -> T {
         try followReplacement()
-        // The file the statement ran on: a failure is about that file, not one that replaced it meanwhile.
         var file: FileIdentity?
         do {
-            return try bookkeeping.withLock { db throws(SQLiteError) in
+            return try lock.withLock { db throws(SQLiteError) in
                 file = identity.withLock { $0 }
                 defer { db.resetAll() }
                 return try body(db)
