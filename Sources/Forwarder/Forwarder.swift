@@ -38,6 +38,8 @@ public final class Forwarder: Service {
         var stats = Stats()
         /// Consecutive failures to claim from the spool (disk full, I/O error), for backoff and one log line.
         var spoolFailures = 0
+        /// A reload ended a backoff: the scans waiting out theirs are made due before the next claim.
+        var backlogDueRequested = false
     }
 
     public let name = "forwarder"
@@ -63,6 +65,12 @@ public final class Forwarder: Service {
     private struct Job {
         var batch: DeliveryBatch
         var settings: APISettings
+        /// Claimed while delivery was failing or paused: the one probe the backoff allows. A job claimed while
+        /// healthy is not sent once delivery has failed since (its scans are released for the probe).
+        var probe: Bool
+        /// When a worker took it to send (monotonic): a failure of a request sent before the last recorded one is
+        /// the same round's, not another probe's (`SinkHealth.failed`).
+        var sentAt: Double = 0
     }
 
     /// Counters for metrics and benchmarks, in scans.
@@ -115,20 +123,25 @@ public final class Forwarder: Service {
         state.update { $0.wakeRequested = true }
     }
 
-    /// SIGHUP: new settings (token, URL...) and a pause ends at once.
+    /// SIGHUP: new settings (token, URL...), and a pause or a backoff ends at once: the operator fixed something
+    /// (the URL, the network, the token) and the next attempt goes now, not up to five minutes later.
     public func reload(settings newSettings: APISettings) {
-        let resumed = state.update { s in
+        let (resumed, retrying) = state.update { s in
             // Concurrency is fixed at start; the rest applies to the next request.
             var updated = newSettings
             updated.concurrency = s.settings.concurrency
             s.settings = updated
             s.wakeRequested = true
             s.batchesRefused = false
-            return s.health.endPause()
+            let retrying = s.health.endBackoff(clock: MonotonicClock.now())
+            if retrying { s.backlogDueRequested = true }
+            return (s.health.endPause(), retrying)
         }
         if resumed {
             logger.info("delivery resumed: configuration reloaded")
             healthChanged()
+        } else if retrying {
+            logger.info("delivery: configuration reloaded; trying again now")
         }
     }
 
@@ -160,7 +173,7 @@ public final class Forwarder: Service {
     /// What the coordinator does next, decided under the lock.
     private enum Step {
         case stop
-        case claim(requests: Int, batchSize: Int, busy: Set<String>, lease: Double)
+        case claim(requests: Int, batchSize: Int, busy: Set<String>, lease: Double, makeDue: Set<String>?)
         case sleep(until: Double)
     }
 
@@ -181,9 +194,11 @@ public final class Forwarder: Service {
                         s.wakeRequested = false
                         let batchSize =
                             s.batchesRefused || s.settings.batchTemplate == nil ? 1 : s.settings.batchSize
+                        defer { s.backlogDueRequested = false }
                         return .claim(
                             requests: capacity, batchSize: batchSize, busy: Set(s.inFlight.values),
-                            lease: Forwarder.lease(s.settings))
+                            lease: Forwarder.lease(s.settings),
+                            makeDue: s.backlogDueRequested ? Set(s.inFlight.keys) : nil)
                     }
                     if let dueAt { sleepUntil = min(sleepUntil, max(dueAt, now)) }
                 }
@@ -192,8 +207,9 @@ public final class Forwarder: Service {
             switch step {
             case .stop:
                 break loop
-            case .claim(let capacity, let batchSize, let busy, let lease):
+            case .claim(let capacity, let batchSize, let busy, let lease, let makeDue):
                 let wallNow = Date()
+                if let inFlight = makeDue { _ = try? spool.makeBackoffDue(now: wallNow, except: inFlight) }
                 let claimed: [DeliveryBatch]
                 do {
                     claimed = try spool.claimBatches(
@@ -214,7 +230,7 @@ public final class Forwarder: Service {
                         for batch in claimed {
                             for record in batch.records { s.inFlight[record.id] = record.identifier ?? record.id }
                             s.requests += 1
-                            s.jobs.append(Job(batch: batch, settings: s.settings))
+                            s.jobs.append(Job(batch: batch, settings: s.settings, probe: !s.health.isHealthy))
                         }
                         // There may be more due work than capacity: look again as soon as there is room.
                         if claimed.count == capacity { s.wakeRequested = true }
@@ -273,12 +289,25 @@ public final class Forwarder: Service {
     private func workerLoop(_ client: HTTPClient) {
         while true {
             var job: Job?
+            var unsent: [String] = []
             state.wait { s in
                 if s.stopping { return true }
-                guard !s.jobs.isEmpty else { return false }
-                job = s.jobs.removeFirst()
-                s.stats.attempts += job?.batch.records.count ?? 0
+                guard var next = s.jobs.first else { return false }
+                if !next.probe, !s.health.isHealthy {
+                    // Delivery failed (or paused) since this was claimed: only the backoff's probe goes now.
+                    unsent = Forwarder.dropQueuedJobs(&s)
+                    return true
+                }
+                s.jobs.removeFirst()
+                next.sentAt = MonotonicClock.now()
+                s.stats.attempts += next.batch.records.count
+                job = next
                 return true
+            }
+            if !unsent.isEmpty {
+                for id in unsent { try? spool.release(id: id) }
+                wake()
+                continue
             }
             guard let job else {
                 state.update { $0.workersRunning -= 1 }
@@ -287,17 +316,13 @@ public final class Forwarder: Service {
             let (changed, backlogDueAt) = deliver(job, client: client)
             if changed { healthChanged() }
             delivered()
-            // Paused (a refused token, a redirect): the scans claimed but not yet sent stay unsent, for nothing may
-            // go out during a pause (docs/contracts.md, "Outcomes"); they are released for the probe after it.
-            let unsent = state.withLock { s -> [String] in
-                guard s.health.isPaused else { return [] }
-                let ids = s.jobs.flatMap { $0.batch.records.map(\.id) }
-                s.requests -= s.jobs.count
-                s.jobs.removeAll()
-                for id in ids { s.inFlight.removeValue(forKey: id) }
-                return ids
+            // Paused (a refused token, a redirect) or failing: the scans claimed but not yet sent stay unsent, for
+            // nothing may go out during a pause (docs/contracts.md, "Outcomes") and only one probe at a time while
+            // failing; they are released for the probe after it.
+            let held = state.withLock { s -> [String] in
+                s.health.isHealthy ? [] : Forwarder.dropQueuedJobs(&s)
             }
-            for id in unsent { try? spool.release(id: id) }
+            for id in held { try? spool.release(id: id) }
             // Recorded first, then the identifiers are freed: the next scan of each is claimed only once this
             // one's outcome is durable.
             let except = state.withLock { s in
@@ -310,6 +335,15 @@ public final class Forwarder: Service {
         }
     }
 
+    /// Takes every job not yet sent off the queue; returns their scans, to be released.
+    private static func dropQueuedJobs(_ s: inout State) -> [String] {
+        let ids = s.jobs.flatMap { $0.batch.records.map(\.id) }
+        s.requests -= s.jobs.count
+        s.jobs.removeAll()
+        for id in ids { s.inFlight.removeValue(forKey: id) }
+        return ids
+    }
+
     /// Sends one request (a lone scan, or a batch) and records what its answer left on each scan, in one
     /// transaction. Returns whether health changed, and the time of the answer when it made the whole backlog due
     /// again (recovery).
@@ -320,7 +354,9 @@ public final class Forwarder: Service {
         var backlogDueAt: Date?
         /// Health follows the outcome (under the lock); the scan's record follows from it.
         func applied(_ outcome: DeliveryOutcome?, now: Date) -> AttemptRecord {
-            let result = state.withLock { apply(outcome, settings: settings, now: now, to: &$0) }
+            let result = state.withLock {
+                apply(outcome, settings: settings, sentAt: job.sentAt, now: now, to: &$0)
+            }
             changed = changed || result.healthChanged
             if result.backlogDue { backlogDueAt = now }
             return Forwarder.attemptRecord(outcome, retryAt: result.time, now: now)
@@ -380,7 +416,9 @@ public final class Forwarder: Service {
     /// Updates health from one outcome (under the lock); logs only when health changes. Returns the wall-clock
     /// time of the scan's next attempt (for a retry), whether the whole backlog is due again (recovery) and
     /// whether health changed.
-    private func apply(_ outcome: DeliveryOutcome?, settings: APISettings, now: Date, to s: inout State) -> (
+    private func apply(
+        _ outcome: DeliveryOutcome?, settings: APISettings, sentAt: Double, now: Date, to s: inout State
+    ) -> (
         time: Date?, backlogDue: Bool, healthChanged: Bool
     ) {
         guard let outcome else { return (nil, false, false) }
@@ -401,7 +439,8 @@ public final class Forwarder: Service {
         case .retry(let reason, let retryAfter):
             s.stats.failures += 1
             let (delay, change) = s.health.failed(
-                reason: reason, retryAfter: retryAfter, now: now, clock: clock, random: Double.random(in: 0...1))
+                reason: reason, retryAfter: retryAfter, now: now, clock: clock, random: Double.random(in: 0...1),
+                sentAt: sentAt)
             if change != nil {
                 logger.warn(
                     "delivery failing: scans stay pending and are retried with backoff",

@@ -131,16 +131,19 @@ public final class QueuedSinkRunner: Service {
         }
     }
 
-    /// A reload with unchanged settings: a pause ends at once.
+    /// A reload with unchanged settings: a pause or a backoff ends at once (the next attempt goes now).
     public func resume() {
-        let resumed = state.update { s -> Bool in
+        let (resumed, retrying) = state.update { s in
             s.wakeRequested = true
             s.ticks += 1
-            return s.health.endPause()
+            let retrying = s.health.endBackoff(clock: MonotonicClock.now())
+            return (s.health.endPause(), retrying)
         }
         if resumed {
             logger.info("\(name): delivery resumed: configuration reloaded")
             healthChanged()
+        } else if retrying {
+            logger.info("\(name): configuration reloaded; trying again now")
         }
     }
 

@@ -45,6 +45,46 @@ struct SinkHealthTests {
         #expect(r5.delay == 3600)
     }
 
+    /// The backoff's exponent counts probes (docs/operations.md: one probe at a time): requests sent before the
+    /// last failure was recorded failed in the same round and keep its wait (a server's Retry-After may lengthen
+    /// it); the next request sent after it is the next probe and doubles it.
+    @Test func requestsInFlightTogetherAreOneFailure() {
+        var h = api()
+        // Four requests sent at 100; the first answer fails at 100.2 and sets a wait of 1 s (full jitter, draw 1).
+        let first = h.failed(reason: "HTTP 503", now: t0, clock: 100.2, random: 1, sentAt: 100)
+        #expect(first.delay == 1)
+        for clock in [100.3, 100.4] {
+            let same = h.failed(reason: "HTTP 503", now: t0, clock: clock, random: 1, sentAt: 100)
+            #expect(same.change == nil && same.delay == 101.2 - clock)
+        }
+        // The last of them asks for 5 s: the wait is at least that, the exponent still 1.
+        let asked = h.failed(reason: "HTTP 503", retryAfter: 5, now: t0, clock: 100.5, random: 1, sentAt: 100)
+        #expect(asked.delay == 5 && h.consecutiveFailures == 1)
+        // The probe, sent once the wait is over, fails: the second failure, 2 s.
+        let probe = h.failed(reason: "HTTP 503", now: t0, clock: 105.6, random: 1, sentAt: 105.5)
+        #expect(probe.delay == 2)
+        #expect(h.consecutiveFailures == 2)
+    }
+
+    /// A reload ends a backoff at once (the operator fixed something); the episode and its exponent stay, so a
+    /// failure after it waits as long as the next probe would have.
+    @Test func aReloadEndsABackoffButNotTheEpisode() {
+        var h = api()
+        _ = h.failed(reason: "timeout", now: t0, clock: 0, random: 1)
+        _ = h.failed(reason: "timeout", now: t0, clock: 1, random: 1)
+        #expect(!h.isOpen(at: 2))
+        let ended = h.endBackoff(clock: 2)
+        #expect(ended)
+        #expect(h.isOpen(at: 2) && h.state == .failing(reason: "timeout", since: t0))
+        let again = h.endBackoff(clock: 2)
+        #expect(!again)
+        let next = h.failed(reason: "timeout", now: t0, clock: 3, random: 1, sentAt: 2.5)
+        #expect(next.delay == 4)
+        var healthy = api()
+        let nothing = healthy.endBackoff(clock: 0)
+        #expect(!nothing)
+    }
+
     @Test func aPauseLastsFiveMinutesOrUntilAReload() {
         var h = api()
         let r6 = h.pause(reason: "HTTP 401", now: t0, clock: 50)

@@ -267,6 +267,68 @@ struct ForwarderTests {
         #expect(bridge.waitForExit(timeout: 5) == 0)
     }
 
+    /// While delivery fails, one probe at a time, each waiting at most the backoff's ceiling for its place in the
+    /// episode (docs/operations.md: 1 s doubling, full jitter). The requests already in flight when the API starts
+    /// failing are one failed round, not one failure each, and the scans claimed but not yet sent wait for the
+    /// probe. It was not so: in a soak the four workers' failures and the four queued requests each doubled the
+    /// wait, and after 16 s of API errors the backlog waited 183 s.
+    @Test func aFailingRoundCountsOnceAndOneProbeGoesAtATime() throws {
+        let s = try setup(#", "batchSize": 1"#)
+        defer { s.teardown() }
+        let identifiers = "abcdefghjkmnpqrs".map { "Pr\($0)" }  // base58: no 0, O, I or l
+        _ = try spoolBacklog(s, identifiers: identifiers, perIdentifier: 1)
+        // Each answer takes 0.3 s, so the workers' first requests are in flight together.
+        try s.api.setMode("503", ["count": 6, "delay": 0.3])
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        let counts = try waitForDrain(s, timeout: 40)
+        #expect(counts[.delivered] == 16, "\(counts)")
+        let requests = try s.api.requests().filter { $0["status"] != nil }
+        func time(_ r: [String: Any], _ key: String) -> Double { r[key] as? Double ?? 0 }
+        let failed = requests.filter { "\($0["status"] ?? "")" == "503" }
+        #expect(failed.count == 6)
+        let firstFailure = failed.map { time($0, "answeredMono") }.min() ?? 0
+        let recovered =
+            requests.filter { "\($0["status"] ?? "")" == "200" && time($0, "arrivedMono") > firstFailure }
+            .map { time($0, "arrivedMono") }.min() ?? .infinity
+        // The probes: every request sent after the first failure was answered, up to the first that was delivered.
+        let probes = requests.filter { time($0, "arrivedMono") > firstFailure && time($0, "arrivedMono") <= recovered }
+            .sorted { time($0, "arrivedMono") < time($1, "arrivedMono") }
+        #expect(!probes.isEmpty)
+        var previousAnswer =
+            requests.filter { time($0, "arrivedMono") < firstFailure }
+            .map { time($0, "answeredMono") }.max() ?? firstFailure
+        for (k, probe) in probes.enumerated() {
+            let wait = time(probe, "arrivedMono") - previousAnswer
+            #expect(wait >= 0, "probe \(k) went while another request was unanswered (\(wait) s)")
+            #expect(wait <= Double(1 << k) + 0.5, "probe \(k) waited \(wait) s; the backoff's ceiling is \(1 << k) s")
+            previousAnswer = time(probe, "answeredMono")
+        }
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+    }
+
+    /// A reload is the operator saying "try again": a backoff in force ends at once, even one the server asked for
+    /// (docs/operations.md, "Reload"), as a pause does.
+    @Test func aReloadEndsABackoffAtOnce() throws {
+        let s = try setup()
+        defer { s.teardown() }
+        _ = try spoolBacklog(s, identifiers: ["Rb"], perIdentifier: 1)
+        try s.api.setMode("503", ["retryAfter": 120, "count": 1])
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(try s.api.requests(min: 1, wait: 15).count == 1)
+        // The failure is recorded before the request is answered as far as the stand-in knows: give it a moment.
+        _ = bridge.waitForExit(timeout: 1)
+        bridge.signal(SIGHUP)
+        let requests = try s.api.requests(min: 2, wait: 10)
+        #expect(requests.count == 2, "the reload did not end the 120 s Retry-After")
+        #expect(try waitForDrain(s, timeout: 10)[.delivered] == 1)
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+        #expect(bridge.stderrText.contains("configuration reloaded; trying again now"), "\(bridge.stderrText)")
+    }
+
     @Test func scanMakesOneAttemptAndHeadersMatchTheDesign() throws {
         let s = try setup()
         defer { s.teardown() }

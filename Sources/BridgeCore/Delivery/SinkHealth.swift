@@ -31,6 +31,9 @@ public struct SinkHealth: Sendable {
     public private(set) var notBefore: Double?
     /// The monotonic time the current failing episode started.
     private var failingSince: Double = 0
+    /// The monotonic time the last failure set the backoff: a request sent before it was already on its way
+    /// and says nothing new about the other side (see `failed`).
+    private var lastFailureAt: Double?
     public let backoff: Backoff
     public let pauseDuration: Double
 
@@ -70,14 +73,24 @@ public struct SinkHealth: Sendable {
         state = .healthy
         consecutiveFailures = 0
         notBefore = nil
+        lastFailureAt = nil
         return change
     }
 
-    /// A delivery failed for a reason that may pass: `noteFailure`, then `scheduleRetry`.
+    /// A delivery failed for a reason that may pass: `noteFailure`, then `scheduleRetry`. `sentAt` (monotonic), for
+    /// a sink with several requests in flight: one sent before the last failure was recorded failed in the same
+    /// round, so it keeps the wait in force (a `retryAfter` may lengthen it) instead of doubling it again. The
+    /// backoff's exponent counts probes, not requests: four requests that fail together are one failure, and a
+    /// short outage never earns a wait of minutes.
     public mutating func failed(
-        reason: String, retryAfter: Double? = nil, now: Date, clock: Double, random: Double
+        reason: String, retryAfter: Double? = nil, now: Date, clock: Double, random: Double, sentAt: Double? = nil
     ) -> (delay: Double, change: Change?) {
         if isPaused, !isOpen(at: clock) { return (notBefore.map { $0 - clock } ?? 0, nil) }
+        if case .failing = state, let sentAt, let last = lastFailureAt, sentAt < last {
+            let asked = retryAfter.map { clock + min($0, Backoff.maximumRetryAfter) } ?? clock
+            notBefore = max(notBefore ?? clock, asked)
+            return (notBefore.map { $0 - clock } ?? 0, nil)
+        }
         let change = noteFailure(reason: reason, now: now, clock: clock)
         return (scheduleRetry(retryAfter: retryAfter, clock: clock, random: random), change)
     }
@@ -108,7 +121,18 @@ public struct SinkHealth: Sendable {
         let delay = backoff.delay(attempt: consecutiveFailures, retryAfter: retryAfter, random: random)
         consecutiveFailures += 1
         notBefore = clock + delay
+        lastFailureAt = clock
         return delay
+    }
+
+    /// A reload (the operator fixed something, or asks for another try): a backoff in force ends, so the next
+    /// attempt goes now. The state and the exponent stay: a failure after it waits as long as it would have.
+    /// True when a backoff was running.
+    @discardableResult
+    public mutating func endBackoff(clock: Double) -> Bool {
+        guard case .failing = state, !isOpen(at: clock) else { return false }
+        notBefore = nil
+        return true
     }
 
     /// A refusal only a person can fix: no attempt for `pauseDuration` (a reload ends it sooner). Logged once.
