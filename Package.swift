@@ -139,7 +139,8 @@ let package = Package(
             name: "PipelineTests",
             dependencies: ["ReadPipeline", "BridgeCore", "Logging", "Spool", "Platform", "BridgeTestSupport"]),
         .testTarget(name: "PlatformTests", dependencies: ["Platform", "BridgeTestSupport"]),
-        .testTarget(name: "SerialTests", dependencies: ["Serial", "BridgeCore", "BridgeTestSupport", "Platform"]),
+        .testTarget(
+            name: "SerialTests", dependencies: ["Serial", "BridgeCore", "BridgeTestSupport", "Platform", "Udev"]),
         .testTarget(name: "HIDPOSTests", dependencies: ["HIDPOS", "BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
             name: "ForwarderTests",

@@ -1,6 +1,7 @@
 import BridgeCore
 import Glibc
 import Platform
+import Plugins
 
 /// One candidate device as `plings-bridge scanners` reports it (docs/contracts.md, "Command line").
 public struct ScannerInfo: Sendable, Equatable {
@@ -25,18 +26,12 @@ public struct ScannerInfo: Sendable, Equatable {
     /// Why opening or grabbing failed, when it did.
     public var problem: String?
 
-    /// The JSON object of `scanners --json` (`transport` `keyboard`: a keyboard-wedge scanner; serial ports follow
-    /// with `transport` `serial`).
-    public var json: JSONValue {
-        func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
-        return .object([
-            ("transport", .string("keyboard")), ("devnode", .string(devnode)), ("name", .string(name)),
-            ("vendor", optional(vendor)),
-            ("model", optional(model)), ("serial", optional(serial)), ("path", optional(path)),
-            ("matched", .bool(matched)), ("reason", .string(reason)), ("openable", .bool(openable)),
-            ("grabbable", .bool(grabbable)), ("stableName", optional(stableName)), ("layout", optional(layout)),
-            ("problem", optional(problem)),
-        ])
+    /// As `plings-bridge scanners` lists it (`transport` `keyboard`: a keyboard-wedge scanner).
+    public var listing: DeviceListing {
+        DeviceListing(
+            transport: "keyboard", devnode: devnode, product: name, vendor: vendor, model: model, serial: serial,
+            path: path, matched: matched, reason: reason, stableName: stableName, layout: layout, openable: openable,
+            grabbable: grabbable, problem: problem)
     }
 }
 

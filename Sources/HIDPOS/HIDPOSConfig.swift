@@ -1,5 +1,6 @@
 import BridgeCore
 import Glibc
+import Udev
 
 extension SourceKind {
     /// Reads from barcode scanners in HID POS mode (USB HID usage page 0x8C, read through `/dev/hidraw*`).
@@ -94,42 +95,16 @@ extension BridgeConfig {
     }
 }
 
-/// What udev and sysfs say of one hidraw node, for matching, naming and `scanners`.
-public struct HIDPOSDeviceInfo: Sendable, Equatable {
-    public var devnode: String
-    /// USB vendor and product ids, lower-case hex.
-    public var vendor: String?
-    public var product: String?
-    /// The USB serial number.
-    public var serial: String?
-    /// The USB product string (or the HID device's name).
-    public var model: String?
-    public var path: String?
-    /// udev's `ID_SERIAL` (vendor_model_serial), or the same built from the USB device's strings.
-    public var fullSerial: String?
+/// What udev and sysfs say of one hidraw node, for matching, naming and `scanners`: its identity (`model` is the
+/// USB product string, or the HID device's name) and where its descriptor is.
+public struct HIDPOSDeviceInfo: IdentifiedDevice, Sendable, Equatable {
+    public var identity: DeviceIdentity
     /// The HID device's sysfs path, where `report_descriptor` is.
     public var hidSyspath: String?
     /// The USB device's sysfs path (shared by the scanner's other interfaces).
     public var usbSyspath: String?
 
-    public init(
-        devnode: String, vendor: String? = nil, product: String? = nil, serial: String? = nil, model: String? = nil,
-        path: String? = nil, fullSerial: String? = nil, hidSyspath: String? = nil, usbSyspath: String? = nil
-    ) {
-        self.devnode = devnode
-        self.vendor = vendor
-        self.product = product
-        self.serial = serial
-        self.model = model
-        self.path = path
-        self.fullSerial = fullSerial
-        self.hidSyspath = hidSyspath
-        self.usbSyspath = usbSyspath
+    public init(_ identity: DeviceIdentity, hidSyspath: String? = nil, usbSyspath: String? = nil) {
+        (self.identity, self.hidSyspath, self.usbSyspath) = (identity, hidSyspath, usbSyspath)
     }
-
-    /// The name the operator gave it (the `name` of the `hidpos.match` rule that matched it), if any.
-    public var operatorName: String?
-
-    /// The record's `source.device`: the operator's name, else the serial name, else the USB path, else the node.
-    public var stableName: String { operatorName ?? fullSerial ?? path ?? devnode }
 }

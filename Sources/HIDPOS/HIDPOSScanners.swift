@@ -78,11 +78,12 @@ final class HIDPOSScanners: DeviceNodeKind {
             device["ID_SERIAL"]
             ?? (built.isEmpty ? nil : built.joined(separator: "_").replacingOccurrences(of: " ", with: "_"))
         return HIDPOSDeviceInfo(
-            devnode: device.devnode ?? "/dev/" + device.sysname,
-            vendor: (device["ID_VENDOR_ID"] ?? usb["idVendor"])?.lowercased(),
-            product: (device["ID_MODEL_ID"] ?? usb["idProduct"])?.lowercased(),
-            serial: device["ID_SERIAL_SHORT"] ?? usb["serial"] ?? hid["HID_UNIQ"],
-            model: usb["product"] ?? hid["HID_NAME"], path: device["ID_PATH"], fullSerial: fullSerial,
+            DeviceIdentity(
+                devnode: device.devnode ?? "/dev/" + device.sysname,
+                vendor: (device["ID_VENDOR_ID"] ?? usb["idVendor"])?.lowercased(),
+                product: (device["ID_MODEL_ID"] ?? usb["idProduct"])?.lowercased(),
+                serial: device["ID_SERIAL_SHORT"] ?? usb["serial"] ?? hid["HID_UNIQ"],
+                model: usb["product"] ?? hid["HID_NAME"], path: device["ID_PATH"], fullSerial: fullSerial),
             hidSyspath: hid["syspath"], usbSyspath: device.usbSyspath)
     }
 

@@ -42,7 +42,9 @@ public final class HIDPOSSource: ReadSource {
     /// Reads reports from `fd` (taken over: the reader closes it) as a scanner with `layout`, besides the nodes
     /// udev finds: the seam `plings-bench hidpos` times the reader through (a pipe carries one report per read).
     public func attach(fd: Int32, name: String, layout: HIDPOSLayout) {
-        control.attachments.withLock { $0.append((fd, HIDPOSDeviceInfo(devnode: name, fullSerial: name), layout)) }
+        control.attachments.withLock {
+            $0.append((fd, HIDPOSDeviceInfo(DeviceIdentity(devnode: name, fullSerial: name)), layout))
+        }
         control.reader.control.wakePipe?.signal()
     }
 
@@ -94,16 +96,12 @@ public struct HIDPOSListing: Sendable, Equatable {
     public var reason: String
     public var openable: Bool
 
-    /// The `scanners --json` object: the other transports' fields, `transport` `hidpos`, `grabbable` null.
-    public var json: JSONValue {
-        func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
-        return .object([
-            ("transport", .string("hidpos")), ("devnode", .string(device.devnode)),
-            ("name", .string(device.model ?? device.devnode)), ("vendor", optional(device.vendor)),
-            ("model", optional(device.product)), ("serial", optional(device.serial)), ("path", optional(device.path)),
-            ("matched", .bool(matched)), ("reason", .string(reason)), ("openable", .bool(openable)),
-            ("grabbable", .null), ("stableName", matched ? .string(device.stableName) : .null),
-        ])
+    /// As `plings-bridge scanners` lists it: `transport` `hidpos`, never grabbed (`grabbable` null).
+    public var listing: DeviceListing {
+        DeviceListing(
+            transport: "hidpos", devnode: device.devnode, nodeKind: "hidraw", product: device.model,
+            vendor: device.vendor, model: device.product, serial: device.serial, path: device.path, matched: matched,
+            matchedAs: "HID POS scanner", reason: reason, stableName: device.stableName, openable: openable)
     }
 }
 

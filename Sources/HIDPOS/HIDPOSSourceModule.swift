@@ -4,33 +4,21 @@ import Logging
 import Plugins
 import Udev
 
+extension HIDPOSConfig: SourceSection {}
+
 extension ReadSourceModule {
     /// Barcode scanners in HID POS mode (`hidpos` section): hidraw nodes chosen by their report descriptor, with
     /// the scanner's own beeper as feedback after the commit.
     public static let hidpos = ReadSourceModule(
-        kind: .hidpos, devices: "the HID POS barcode scanners", configSection: HIDPOSConfig.self,
-        isEnabled: { $0.hidpos.enabled }, debounce: { $0.hidpos.debounce },
-        settingsChanged: { $0.hidpos != $1.hidpos || $0.hosts != $1.hosts },
+        kind: .hidpos, devices: "the HID POS barcode scanners", section: \.hidpos,
+        alsoRestartsWhen: { $0.hosts != $1.hosts },
         make: { context in
             HIDPOSSource(
                 config: context.config.hidpos, hosts: context.config.hosts, logger: context.logger,
                 commit: context.committer, stateChanged: context.stateChanged)
         },
         doctor: { config, _ in [HIDPOSDoctor.check(config: config.hidpos)] },
-        listDevices: { config in
-            HIDPOSSource.scan(config: config.hidpos).map { listing in
-                let device = listing.device
-                var lines = [
-                    "\(device.devnode)  \(device.vendor ?? "????"):\(device.product ?? "????")  \(device.model ?? "-")"
-                        + "  (hidraw)",
-                    "    \(listing.matched ? "HID POS scanner" : "ignored"): \(listing.reason)",
-                ]
-                if listing.matched { lines.append("    name: \(device.stableName)") }
-                lines.append("    serial: \(device.serial ?? "-")  path: \(device.path ?? "-")")
-                lines.append("    openable: \(listing.openable ? "yes" : "no")")
-                return DeviceListing(json: listing.json, lines: lines)
-            }
-        })
+        listDevices: { config in HIDPOSSource.scan(config: config.hidpos).map(\.listing) })
 }
 
 /// `doctor`'s HID POS check, read-only: which hidraw nodes are HID POS scanners (by descriptor, from sysfs), and

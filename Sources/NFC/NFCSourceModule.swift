@@ -7,12 +7,12 @@ extension SourceKind {
     public static let nfc = SourceKind("nfc")
 }
 
+extension NFCConfig: SourceSection {}
+
 extension ReadSourceModule {
     /// PC/SC NFC readers (`nfc` section) through pcscd, with good-read feedback after the commit.
     public static let nfc = ReadSourceModule(
-        kind: .nfc, devices: "the NFC readers", configSection: NFCConfig.self, isEnabled: { $0.nfc.enabled },
-        debounce: { $0.nfc.debounce },
-        settingsChanged: { $0.nfc != $1.nfc || $0.hosts != $1.hosts },
+        kind: .nfc, devices: "the NFC readers", section: \.nfc, alsoRestartsWhen: { $0.hosts != $1.hosts },
         make: { context in
             NFCSource(
                 config: context.config.nfc, hosts: context.config.hosts, logger: context.logger,

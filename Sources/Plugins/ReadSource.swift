@@ -53,15 +53,78 @@ public struct SourceContext: Sendable {
     public var committer: @Sendable (Read, @escaping @Sendable (CommitResult) -> Void) -> Void { handOn }
 }
 
-/// One device a source could read, as `plings-bridge scanners` lists it: its `scanners --json` object
-/// (docs/contracts.md) and the lines of its human listing (outside text as it is: the command escapes it).
-public struct DeviceListing: Sendable {
-    public var json: JSONValue
-    public var lines: [String]
+/// One device a source could read, as `plings-bridge scanners` lists it: the same fields for every transport, so
+/// its `scanners --json` object (docs/contracts.md, "Command line") and the lines of its human listing are built
+/// here, once (outside text as it is: the command escapes it).
+public struct DeviceListing: Sendable, Equatable {
+    /// `keyboard`, `hidpos` or `serial`.
+    public var transport: String
+    public var devnode: String
+    /// What the node is, after the product in the first line (`hidraw`, `serial port`); nil for an input device.
+    public var nodeKind: String?
+    /// The product's name, nil when the device gives none.
+    public var product: String?
+    /// USB vendor and product ids (`model`, as udev's `ID_MODEL_ID`), lower-case hex.
+    public var vendor: String?
+    public var model: String?
+    public var serial: String?
+    public var path: String?
+    public var matched: Bool
+    /// What a matched device is called in the listing ("scanner", "HID POS scanner").
+    public var matchedAs: String
+    /// Why it is matched or ignored (the rule, or what disqualifies it).
+    public var reason: String
+    /// The name its reads carry, when matched.
+    public var stableName: String?
+    /// The keyboard layout its codes are decoded with (keyboard-wedge scanners only).
+    public var layout: String?
+    public var openable: Bool
+    /// Opening and grabbing worked (keyboards only; nil where a device is not grabbed).
+    public var grabbable: Bool?
+    /// Why opening or grabbing failed, when it did.
+    public var problem: String?
 
-    public init(json: JSONValue, lines: [String]) {
-        self.json = json
-        self.lines = lines
+    public init(
+        transport: String, devnode: String, nodeKind: String? = nil, product: String?, vendor: String?,
+        model: String?, serial: String?, path: String?, matched: Bool, matchedAs: String = "scanner",
+        reason: String, stableName: String?, layout: String? = nil, openable: Bool, grabbable: Bool? = nil,
+        problem: String? = nil
+    ) {
+        (self.transport, self.devnode, self.nodeKind, self.product) = (transport, devnode, nodeKind, product)
+        (self.vendor, self.model, self.serial, self.path) = (vendor, model, serial, path)
+        (self.matched, self.matchedAs, self.reason, self.stableName) = (matched, matchedAs, reason, stableName)
+        (self.layout, self.openable, self.grabbable, self.problem) = (layout, openable, grabbable, problem)
+    }
+
+    /// The `scanners --json` object.
+    public var json: JSONValue {
+        func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
+        return .object([
+            ("transport", .string(transport)), ("devnode", .string(devnode)), ("name", .string(product ?? devnode)),
+            ("vendor", optional(vendor)), ("model", optional(model)), ("serial", optional(serial)),
+            ("path", optional(path)), ("matched", .bool(matched)), ("reason", .string(reason)),
+            ("openable", .bool(openable)), ("grabbable", grabbable.map(JSONValue.bool) ?? .null),
+            ("stableName", matched ? optional(stableName) : .null), ("layout", optional(layout)),
+            ("problem", optional(problem)),
+        ])
+    }
+
+    /// The human listing: the node and what it is, the verdict, the name its reads carry, where it is plugged in
+    /// and whether it can be opened.
+    public var lines: [String] {
+        var lines = [
+            "\(devnode)  \(vendor ?? "????"):\(model ?? "????")  \(product ?? "-")"
+                + (nodeKind.map { "  (\($0))" } ?? ""),
+            "    \(matched ? matchedAs : "ignored"): \(reason)",
+        ]
+        if matched, let stableName {
+            lines.append("    name: \(stableName)" + (layout.map { "  layout: \($0)" } ?? ""))
+        }
+        lines.append("    serial: \(serial ?? "-")  path: \(path ?? "-")")
+        lines.append(
+            "    openable: \(openable ? "yes" : "no")" + (grabbable.map { "  grabbable: \($0 ? "yes" : "no")" } ?? "")
+                + (problem.map { "  (\($0))" } ?? ""))
+        return lines
     }
 }
 
@@ -110,4 +173,30 @@ public struct ReadSourceModule: Sendable {
 
     /// The key its `--no-<kind>` flag sets to false.
     public var enabledKey: String { kind.rawValue + ".enabled" }
+}
+
+/// A read source's configuration section: `<section>.enabled` turns it on, `<section>.debounce` is the window in
+/// which a repeat of one code from one device is dropped.
+public protocol SourceSection: ConfigSection, Equatable {
+    var enabled: Bool { get }
+    var debounce: Double { get }
+}
+
+extension ReadSourceModule {
+    /// The registration of a source whose section is `config[keyPath: section]`: whether it is on, its debounce
+    /// window and whether a reload must replace it all follow from that section; `alsoRestartsWhen` names what else
+    /// it is built from (`hosts`, say).
+    public init<Section: SourceSection>(
+        kind: SourceKind, devices: String, section: KeyPath<BridgeConfig, Section> & Sendable,
+        alsoRestartsWhen: @escaping @Sendable (BridgeConfig, BridgeConfig) -> Bool = { _, _ in false },
+        make: @escaping @Sendable (SourceContext) -> any ReadSource,
+        doctor: @escaping @Sendable (BridgeConfig, Logger) -> [DoctorCheck],
+        listDevices: (@Sendable (BridgeConfig) -> [DeviceListing])? = nil
+    ) {
+        self.init(
+            kind: kind, devices: devices, configSection: Section.self, isEnabled: { $0[keyPath: section].enabled },
+            debounce: { $0[keyPath: section].debounce },
+            settingsChanged: { $0[keyPath: section] != $1[keyPath: section] || alsoRestartsWhen($0, $1) },
+            make: make, doctor: doctor, listDevices: listDevices)
+    }
 }

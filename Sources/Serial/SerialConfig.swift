@@ -1,5 +1,6 @@
 import BridgeCore
 import Glibc
+import Udev
 
 extension SourceKind {
     /// Reads from serial barcode scanners (USB CDC-ACM `/dev/ttyACM*`, USB-serial `/dev/ttyUSB*`, RS-232).
@@ -131,38 +132,14 @@ extension BridgeConfig {
     }
 }
 
-/// What udev says of one tty, for matching and naming.
-public struct SerialPortInfo: Sendable, Equatable {
-    public var devnode: String
-    public var vendor: String?
-    public var product: String?
-    /// `ID_SERIAL_SHORT` (the USB serial number), else `ID_SERIAL`.
-    public var serial: String?
-    public var model: String?
-    public var path: String?
-    /// `ID_SERIAL` (vendor, model and serial number), for the stable name.
-    public var fullSerial: String?
+/// What udev says of one tty, for matching and naming: its identity (`serial` is `ID_SERIAL_SHORT`, the USB
+/// serial number) and whether ModemManager leaves it alone.
+public struct SerialPortInfo: IdentifiedDevice, Sendable, Equatable {
+    public var identity: DeviceIdentity
     /// udev set `ID_MM_DEVICE_IGNORE=1` on it: ModemManager leaves it alone.
     public var modemManagerIgnores: Bool
 
-    public init(
-        devnode: String, vendor: String? = nil, product: String? = nil, serial: String? = nil, model: String? = nil,
-        path: String? = nil, fullSerial: String? = nil, modemManagerIgnores: Bool = false
-    ) {
-        self.devnode = devnode
-        self.vendor = vendor
-        self.product = product
-        self.serial = serial
-        self.model = model
-        self.path = path
-        self.fullSerial = fullSerial
-        self.modemManagerIgnores = modemManagerIgnores
+    public init(_ identity: DeviceIdentity, modemManagerIgnores: Bool = false) {
+        (self.identity, self.modemManagerIgnores) = (identity, modemManagerIgnores)
     }
-
-    /// The name the operator gave it (the `name` of the `serial.match` rule that matched it), if any.
-    public var operatorName: String?
-
-    /// The name its reads carry (`source.device`): the operator's name, else `ID_SERIAL` (stable across ports and
-    /// reboots), else `ID_PATH` (the USB port), else the device node.
-    public var stableName: String { operatorName ?? fullSerial ?? path ?? devnode }
 }

@@ -57,11 +57,13 @@ final class SerialPorts: DeviceNodeKind {
     static func info(_ device: UdevDevice) -> SerialPortInfo? {
         guard let devnode = device.devnode else { return nil }
         return SerialPortInfo(
-            devnode: devnode, vendor: (device["ID_VENDOR_ID"] ?? device.usb["idVendor"])?.lowercased(),
-            product: (device["ID_MODEL_ID"] ?? device.usb["idProduct"])?.lowercased(),
-            serial: device["ID_SERIAL_SHORT"] ?? device.usb["serial"],
-            model: device["ID_MODEL"] ?? device.usb["product"], path: device["ID_PATH"],
-            fullSerial: device["ID_SERIAL"], modemManagerIgnores: device["ID_MM_DEVICE_IGNORE"] == "1")
+            DeviceIdentity(
+                devnode: devnode, vendor: (device["ID_VENDOR_ID"] ?? device.usb["idVendor"])?.lowercased(),
+                product: (device["ID_MODEL_ID"] ?? device.usb["idProduct"])?.lowercased(),
+                serial: device["ID_SERIAL_SHORT"] ?? device.usb["serial"],
+                model: device["ID_MODEL"] ?? device.usb["product"], path: device["ID_PATH"],
+                fullSerial: device["ID_SERIAL"]),
+            modemManagerIgnores: device["ID_MM_DEVICE_IGNORE"] == "1")
     }
 
     func open(_ info: SerialPortInfo) throws(SystemError) -> (node: Port, fields: [(String, String)]) {

@@ -36,7 +36,7 @@ public final class SerialSource: ReadSource {
     /// Opens the tty at `path` as a matched port named `name`, besides those udev finds: the seam `plings-bench
     /// serial` times the reader through (a pty).
     public func attach(path: String, name: String) {
-        control.attachments.withLock { $0.append(SerialPortInfo(devnode: path, fullSerial: name)) }
+        control.attachments.withLock { $0.append(SerialPortInfo(DeviceIdentity(devnode: path, fullSerial: name))) }
         control.reader.control.wakePipe?.signal()
     }
 
@@ -81,18 +81,14 @@ public struct SerialPortListing: Sendable, Equatable {
     public var reason: String
     public var openable: Bool
 
-    /// The `scanners --json` object: the keyboard scanners' fields (`model` is the USB product id, as there),
-    /// `transport` `serial`, and `grabbable` null (a serial port is opened exclusively instead).
-    public var json: JSONValue {
-        func optional(_ value: String?) -> JSONValue { value.map(JSONValue.string) ?? .null }
-        return .object([
-            ("transport", .string("serial")), ("devnode", .string(port.devnode)),
-            ("name", .string(port.model?.replacingOccurrences(of: "_", with: " ") ?? port.devnode)),
-            ("vendor", optional(port.vendor)), ("model", optional(port.product)), ("serial", optional(port.serial)),
-            ("path", optional(port.path)), ("matched", .bool(matched)), ("reason", .string(reason)),
-            ("openable", .bool(openable)), ("grabbable", .null),
-            ("stableName", matched ? .string(port.stableName) : .null),
-        ])
+    /// As `plings-bridge scanners` lists it: `transport` `serial`, `grabbable` null (a serial port is opened
+    /// exclusively instead); udev's model string has underscores for spaces.
+    public var listing: DeviceListing {
+        DeviceListing(
+            transport: "serial", devnode: port.devnode, nodeKind: "serial port",
+            product: port.model?.replacingOccurrences(of: "_", with: " "), vendor: port.vendor, model: port.product,
+            serial: port.serial, path: port.path, matched: matched, reason: reason, stableName: port.stableName,
+            openable: openable)
     }
 }
 

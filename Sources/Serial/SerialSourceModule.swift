@@ -3,32 +3,19 @@ import Logging
 import Platform
 import Plugins
 
+extension SerialConfig: SourceSection {}
+
 extension ReadSourceModule {
     /// Serial barcode scanners (`serial` section): ttys named by `serial.match`, read in raw mode, framed by suffix.
     public static let serial = ReadSourceModule(
-        kind: .serial, devices: "the serial barcode scanners", configSection: SerialConfig.self,
-        isEnabled: { $0.serial.enabled }, debounce: { $0.serial.debounce },
-        settingsChanged: { $0.serial != $1.serial },
+        kind: .serial, devices: "the serial barcode scanners", section: \.serial,
         make: { context in
             SerialSource(
                 config: context.config.serial, logger: context.logger, submit: context.submit,
                 stateChanged: context.stateChanged)
         },
         doctor: { config, _ in [SerialDoctor.check(config: config.serial)] },
-        listDevices: { config in
-            SerialSource.scan(config: config.serial).map { listing in
-                let port = listing.port
-                var lines = [
-                    "\(port.devnode)  \(port.vendor ?? "????"):\(port.product ?? "????")  \(port.model ?? "-")"
-                        + "  (serial port)",
-                    "    \(listing.matched ? "scanner" : "ignored"): \(listing.reason)",
-                ]
-                if listing.matched { lines.append("    name: \(port.stableName)") }
-                lines.append("    serial: \(port.serial ?? "-")  path: \(port.path ?? "-")")
-                lines.append("    openable: \(listing.openable ? "yes" : "no")")
-                return DeviceListing(json: listing.json, lines: lines)
-            }
-        })
+        listDevices: { config in SerialSource.scan(config: config.serial).map(\.listing) })
 }
 
 /// `doctor`'s serial check, read-only: which ttys `serial.match` names, and whether this user may open them. It

@@ -1,5 +1,6 @@
 import BridgeCore
 import Testing
+import Udev
 
 @testable import Serial
 
@@ -24,10 +25,11 @@ struct SerialConfigTests {
                 + #""prefix":"stx","suffix":"etx","baud":115200}}"#
         ).serial
         #expect(serial.match[0] == SerialConfig.Match(vendor: "0c2e", product: "0b6a"))
-        let port = SerialPortInfo(devnode: "/dev/ttyUSB3", vendor: "0403", product: "6001", serial: "SN0042")
+        let port = SerialPortInfo(
+            DeviceIdentity(devnode: "/dev/ttyUSB3", vendor: "0403", product: "6001", serial: "SN0042"))
         #expect(!serial.match[0].matches(port))
         #expect(serial.match[1].matches(port))
-        #expect(!serial.match[1].matches(SerialPortInfo(devnode: "/dev/ttyACM0", serial: "SN0042")))
+        #expect(!serial.match[1].matches(SerialPortInfo(DeviceIdentity(devnode: "/dev/ttyACM0", serial: "SN0042"))))
         #expect(serial.prefix == .stx && serial.suffix == .etx && serial.baud == 115_200)
     }
 
