@@ -73,6 +73,10 @@ public final class QueuedSinkRunner: Service {
         /// A batch was refused for good: scans go one per attempt up to this capture position, so only the one
         /// refused is dead-lettered.
         var singlyThrough: Int?
+        /// The size of a batch sent without a final answer (a failure, a pause, an answer lost): the next claim
+        /// takes that many, the same scans at the head of the queue, so the repeat carries the same
+        /// Idempotency-Key even when newer scans were committed meanwhile (docs/contracts.md, "Webhook request").
+        var repeatSize: Int?
         /// Consecutive claim failures (the spool's), for their backoff.
         var claimFailures = 0
         /// The monotonic time the earliest lease on the queue ends (a claim by a process that died): the queue is
@@ -182,7 +186,7 @@ public final class QueuedSinkRunner: Service {
                 }
                 guard s.wakeRequested else { return .wait(until: s.leaseEnds ?? .infinity, ticks: s.ticks) }
                 s.wakeRequested = false
-                return .claim(limit: s.singlyThrough == nil ? options.batchSize : 1)
+                return .claim(limit: min(s.singlyThrough == nil ? options.batchSize : 1, s.repeatSize ?? .max))
             }
             switch step {
             case .stop:
@@ -213,6 +217,10 @@ public final class QueuedSinkRunner: Service {
         let seqs = batch.map(\.seq)
         let (recorded, change): (SinkAttempt, SinkHealth.Change?) = state.update { s in
             s.wakeRequested = true
+            switch outcome {
+            case .delivered, .dead: s.repeatSize = nil
+            case .retry, .paused, .abandoned: s.repeatSize = batch.count
+            }
             switch outcome {
             case .delivered:
                 s.stats.attempts += batch.count

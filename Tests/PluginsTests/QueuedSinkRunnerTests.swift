@@ -113,6 +113,36 @@ struct QueuedSinkRunnerTests {
         #expect(runner.currentStats.dead == 1)
     }
 
+    /// A batch whose answer did not come is sent again as it was, under the same key (docs/contracts.md, "Webhook
+    /// request": a receiver de-duplicates by it), although newer scans were committed meanwhile and there is room
+    /// for them in a batch: they go in the next one.
+    @Test func aRepeatCarriesTheSameScansWhenNewerOnesCame() throws {
+        let rig = try Rig(scans: 2)
+        defer { rig.dir.remove() }
+        let spool = rig.spool
+        let newer = Monitor<[String]>([])
+        let transport = ScriptedTransport { call, _ in
+            guard call == 1 else { return .delivered }
+            // Committed while the first request was on its way, which then gets no answer.
+            let builder = ScanBuilder(parser: PlingsURLParser())
+            for n in 0..<3 {
+                let scan = builder.build(
+                    Read(sourceKind: .manual, device: "t", raw: "https://s.plings.io/?t=q&i=Rp&p=2.\(n)", time: Date()),
+                    fix: nil)
+                try? spool.insert([scan])
+                newer.update { $0.append(scan.id) }
+            }
+            return .retry(reason: "timeout", retryAfter: nil)
+        }
+        let runner = rig.runner(transport, batchSize: 5)
+        runner.start()
+        defer { runner.stop(deadline: MonotonicClock.deadline(after: 3)) }
+        #expect(rig.awaitDrained())
+        let added = newer.withLock { $0 }
+        #expect(transport.sent == [rig.ids, rig.ids, added])
+        #expect(rig.stats?.delivered == 5)
+    }
+
     /// Two failures, then answers: one change to failing, one back, nothing lost, the same scans retried first.
     @Test func failuresAreRetriedInOrderAndToldOnce() throws {
         let rig = try Rig(scans: 2)
