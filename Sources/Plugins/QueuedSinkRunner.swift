@@ -246,7 +246,7 @@ public final class QueuedSinkRunner: Service {
             case .paused(let reason):
                 return (.paused(reason: reason), s.health.pause(reason: reason, now: now, clock: clock))
             case .abandoned:
-                return (.released, nil)
+                return (.abandoned, nil)
             }
         }
         if case .dead(let reason) = outcome {
@@ -273,7 +273,7 @@ public final class QueuedSinkRunner: Service {
             do {
                 try spool.recordSinkAttempt(name, seqs: seqs, attempt, now: now)
                 if failing { logger.info("\(name): outcomes are recorded again") }
-                if attempt != .released { delivered() }
+                if attempt != .released, attempt != .abandoned { delivered() }
                 return
             } catch {
                 if !failing {

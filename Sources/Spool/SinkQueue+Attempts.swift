@@ -14,8 +14,11 @@ public enum SinkAttempt: Sendable, Equatable {
     case retry(reason: String)
     /// A refusal only a person can fix (a refused token, a redirect): not counted, the reason kept.
     case paused(reason: String)
-    /// Not sent after all (shutdown): the claim is given back, nothing counted.
+    /// Not sent after all: the claim is given back, nothing counted.
     case released
+    /// Sent, and its answer abandoned (shutdown): nothing counted, and the scans keep a lease that has already run
+    /// out, so the next claim, by this process or the next, sends them together again (see `claimForSink`).
+    case abandoned
 }
 
 /// Claims and outcomes for the sinks that deliver from their own queue with retries (a webhook): the same
@@ -28,24 +31,38 @@ public enum SinkAttempt: Sendable, Equatable {
 /// A retried scan is due again at once and stays at the head: order is kept, and the sink's backoff (`SinkHealth`)
 /// decides when the next attempt goes. Only leased scans are ever skipped, so a claim reads a few rows past the
 /// head of the queue however long it is.
+///
+/// A lease that ran out at the head of the queue is a request whose answer never came (its process died, or it was
+/// abandoned at a stop): the scans claimed together share their lease's time, so the next claim takes those and no
+/// others, and the request goes again as it was, under the same Idempotency-Key (docs/contracts.md, "Webhook
+/// request"), even after a restart and with newer scans waiting.
 extension Spool {
     /// Up to `limit` scans of `sink`'s queue that may be sent now, in capture order, leased until `now + lease`.
     public func claimForSink(_ sink: String, now: Date, lease: Double, limit: Int) throws(SpoolError) -> [SinkItem] {
         guard limit > 0 else { return [] }
+        let (due, later) = (Timestamp.format(now), Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
         return try withBookkeeping { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
+                // The head's lease, when it ran out: only the scans claimed with it go now.
+                let head = try db.prepare(
+                    "SELECT next_attempt_at FROM sink_queue WHERE sink = ?1 AND state = 'pending' ORDER BY seq LIMIT 1")
+                try head.bind(1, sink)
+                var lapsed: String?
+                if try head.step(), let lease = head.string(0), lease <= due || lease > later { lapsed = lease }
                 let select = try db.prepare(
                     """
                     SELECT \(Spool.columns), q.seq FROM sink_queue AS q JOIN scans AS s ON s.seq = q.seq
                         LEFT JOIN sink_queue AS a ON a.seq = s.seq AND a.sink = '\(Spool.apiSink)'
                     WHERE q.sink = ?1 AND q.state = 'pending'
                       AND (q.next_attempt_at IS NULL OR q.next_attempt_at <= ?2 OR q.next_attempt_at > ?3)
+                      AND (?5 IS NULL OR q.next_attempt_at = ?5)
                     ORDER BY q.seq LIMIT ?4
                     """)
                 try select.bind(1, sink)
-                try select.bind(2, Timestamp.format(now))
-                try select.bind(3, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
+                try select.bind(2, due)
+                try select.bind(3, later)
                 try select.bind(4, limit)
+                try select.bind(5, lapsed)
                 var items: [SinkItem] = []
                 while try select.step() {
                     items.append(SinkItem(seq: select.int(Spool.columnCount), record: Spool.record(select)))
@@ -91,14 +108,16 @@ extension Spool {
         case .dead(let reason): (state, counted, error, delivered) = ("refused", 1, reason, nil)
         case .retry(let reason): (state, counted, error, delivered) = ("pending", 1, reason, nil)
         case .paused(let reason): (state, counted, error, delivered) = ("pending", 0, reason, nil)
-        case .released: (state, counted, error, delivered) = ("pending", 0, nil, nil)
+        case .released, .abandoned: (state, counted, error, delivered) = ("pending", 0, nil, nil)
         }
-        let overwrite = attempt != .released
+        let overwrite = attempt != .released && attempt != .abandoned
+        // An abandoned request's scans keep a lease that ends now: they go again together (see `claimForSink`).
+        let lease = attempt == .abandoned ? at : nil
         try withBookkeeping { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
                 let row = try db.prepare(
                     """
-                    UPDATE sink_queue SET state = ?3, attempts = attempts + ?4, next_attempt_at = NULL,
+                    UPDATE sink_queue SET state = ?3, attempts = attempts + ?4, next_attempt_at = ?9,
                         last_error = CASE WHEN ?6 THEN ?5 ELSE last_error END, delivered_at = ?7,
                         last_attempt_at = coalesce(?8, last_attempt_at)
                     WHERE sink = ?1 AND seq = ?2 AND state = 'pending'
@@ -112,6 +131,7 @@ extension Spool {
                     try row.bind(6, overwrite ? 1 : 0)
                     try row.bind(7, delivered)
                     try row.bind(8, overwrite ? at : nil)
+                    try row.bind(9, lease)
                     try row.step()
                 }
                 guard overwrite else { return }

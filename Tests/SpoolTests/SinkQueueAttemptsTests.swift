@@ -42,6 +42,30 @@ struct SinkQueueAttemptsTests {
         }
     }
 
+    /// A request whose answer never came (its process died: the lease ran out; or it was abandoned at a stop) goes
+    /// again as it was, although newer scans wait and there is room for them: the next claim takes only the scans
+    /// claimed with it, so a repeat carries the same Idempotency-Key (docs/contracts.md, "Webhook request").
+    @Test func anUnansweredRequestGoesAgainAsItWas() throws {
+        let rig = try Rig(scans: 5)
+        defer { rig.dir.remove() }
+        let now = Date()
+        let first = try rig.spool.claimForSink("hook", now: now, lease: 15, limit: 2)
+        #expect(first.map(\.record.id) == Array(rig.ids[0..<2]))
+        // The process died: after the lease, the same two, not five.
+        let later = now.addingTimeInterval(16)
+        let again = try rig.spool.claimForSink("hook", now: later, lease: 15, limit: 5)
+        #expect(again.map(\.record.id) == Array(rig.ids[0..<2]))
+        // Abandoned at a stop: due at once, still together.
+        try rig.spool.recordSinkAttempt("hook", seqs: again.map(\.seq), .abandoned, now: later)
+        #expect(try rig.row(0).attempts == 0 && rig.row(0).next != nil)
+        let third = try rig.spool.claimForSink("hook", now: later, lease: 15, limit: 5)
+        #expect(third.map(\.record.id) == Array(rig.ids[0..<2]))
+        try rig.spool.recordSinkAttempt("hook", seqs: third.map(\.seq), .delivered, now: later)
+        // Then the rest, in one request.
+        let rest = try rig.spool.claimForSink("hook", now: later, lease: 15, limit: 5)
+        #expect(rest.map(\.record.id) == Array(rig.ids[2..<5]))
+    }
+
     /// Every scan is queued, unrecognized ones too (a webhook gets what `spool export` shows), in capture order;
     /// a leased scan is not claimed again until its lease ends.
     @Test func claimsGoInCaptureOrderAndLeasesHoldUntilTheyEnd() throws {
