@@ -318,8 +318,8 @@ struct ForwarderTests {
         let bridge = try startBridge(s)
         defer { bridge.stop() }
         #expect(try s.api.requests(min: 1, wait: 15).count == 1)
-        // The failure is recorded before the request is answered as far as the stand-in knows: give it a moment.
-        _ = bridge.waitForExit(timeout: 1)
+        // The backoff is in force once the failure is told (the line is written as the wait is set).
+        #expect(bridge.waitForLogLine(timeout: 10) { $0.contains("delivery failing") } != nil)
         bridge.signal(SIGHUP)
         let requests = try s.api.requests(min: 2, wait: 10)
         #expect(requests.count == 2, "the reload did not end the 120 s Retry-After")
