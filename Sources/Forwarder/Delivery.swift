@@ -4,7 +4,7 @@ import HTTPTransport
 import Spool
 
 /// Where and how to deliver: the API settings resolved from the configuration, with the token.
-public struct APISettings: Sendable {
+public struct APISettings: Sendable, Equatable {
     public var url: String
     /// The bearer token. Never logged, never in an error message, never on argv.
     public var token: String

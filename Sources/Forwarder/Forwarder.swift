@@ -74,12 +74,7 @@ public final class Forwarder: Service {
     }
 
     /// Counters for metrics and benchmarks, in scans.
-    public struct Stats: Sendable {
-        public var attempts = 0
-        public var delivered = 0
-        public var dead = 0
-        public var failures = 0
-    }
+    public typealias Stats = DeliveryStats
 
     public init(
         spool: Spool, settings: APISettings, logger: Logger, healthChanged: @escaping @Sendable () -> Void = {},

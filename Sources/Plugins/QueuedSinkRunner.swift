@@ -52,16 +52,7 @@ public final class QueuedSinkRunner: Service {
     }
 
     /// Counters in scans, since start.
-    public struct Stats: Sendable, Equatable {
-        public var attempts = 0
-        public var delivered = 0
-        public var dead = 0
-        public var failures = 0
-
-        public init(attempts: Int = 0, delivered: Int = 0, dead: Int = 0, failures: Int = 0) {
-            (self.attempts, self.delivered, self.dead, self.failures) = (attempts, delivered, dead, failures)
-        }
-    }
+    public typealias Stats = DeliveryStats
 
     private struct State {
         var stopping = false

@@ -11,7 +11,7 @@ extension ScanSinkModule {
     /// capture order, at least once (docs/contracts.md, "Webhook request").
     public static let webhook = ScanSinkModule(
         name: "webhook", statusKey: "webhook", configSection: WebhookConfig.self,
-        make: { QueuedSinkSlot(.webhook, context: $0) },
+        make: { SinkSlot<QueuedSinkRunner, WebhookSettings>(.queued(.webhook), context: $0) },
         doctor: { [WebhookTransport.doctor($0)] },
         queue: { $0.webhook.url == nil ? nil : QueuedSinkKind.webhook.name })
 }

@@ -21,6 +21,17 @@ public struct MetricsText {
         lines.append(sample + " " + MetricsText.format(value))
     }
 
+    /// One series per state in `states` under the label `state`: 1 for `current`, 0 for the others (an enum as
+    /// Prometheus spells one, so an alert can match a state that is not current).
+    public mutating func addState(_ name: String, states: [String], current: String, help: String) {
+        for state in states { add(name, state == current ? 1 : 0, labels: [("state", state)], help: help) }
+    }
+
+    /// A counter of events since the process started.
+    public mutating func addCounter(_ name: String, _ value: Int, help: String) {
+        add(name, Double(value), help: help, type: "counter")
+    }
+
     public var text: String { lines.joined(separator: "\n") + "\n" }
 
     static func escape(_ value: String) -> String {
