@@ -115,8 +115,13 @@ extension MQTTSink {
             }
             recordHealth()
             guard let until else { break }
-            state.wait(until: until) { $0.stopping }
-            if state.withLock({ $0.stopping }) { break }
+            // A reload with the same settings (`resume`) ends the wait: the operator fixed the broker or the network.
+            state.wait(until: until) { $0.stopping || $0.reconnectNow }
+            let stopping = state.update { s -> Bool in
+                s.reconnectNow = false
+                return s.stopping
+            }
+            if stopping { break }
             rc = client.reconnect()
         }
         state.update {

@@ -86,6 +86,8 @@ public final class MQTTSink: Sendable {
         var offlineAcked = false
         var networkRunning = false
         var publisherRunning = false
+        /// A reload ended the reconnect backoff: the network thread connects again at once.
+        var reconnectNow = false
 
         func paused(at clock: Double) -> Bool { health.isPaused && !health.isOpen(at: clock) }
     }
@@ -163,6 +165,18 @@ public final class MQTTSink: Sendable {
             $0.statusDue = min($0.statusDue, $0.statusLooked + 1)
             $0.ticks += 1
         }
+    }
+
+    /// A reload with unchanged settings while the broker cannot be reached: the reconnect backoff (up to
+    /// `maxReconnectDelay`) ends and the next connection attempt goes now, as a reload does for every sink.
+    public func resume() {
+        let retrying = state.update { s -> Bool in
+            guard s.health.endBackoff(clock: MonotonicClock.now()) else { return false }
+            s.reconnectNow = true
+            s.ticks += 1
+            return true
+        }
+        if retrying { logger.info("mqtt: configuration reloaded; connecting again now") }
     }
 
     /// Stops publishing, publishes `online: false` (retained) and disconnects cleanly, all by the monotonic

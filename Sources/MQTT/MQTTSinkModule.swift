@@ -17,7 +17,8 @@ extension MQTTSink: SlotSink {}
 
 extension SinkSlotKind where Running == MQTTSink, Settings == MQTTSettings {
     /// The running MQTT sink, replaceable on SIGHUP: new credentials, URL or topics make a new client, and so does
-    /// a reload while the broker's refusal pauses it (a new client logs in again at once).
+    /// a reload while the broker's refusal pauses it (a new client logs in again at once); a reload with the same
+    /// settings while the broker cannot be reached ends the reconnect backoff.
     static let mqtt = SinkSlotKind(
         name: "mqtt", queue: MQTTSink.sinkName,
         settings: { configuration throws(ConfigError) in try MQTTConfig.settings(configuration.config) },
@@ -36,9 +37,11 @@ extension SinkSlotKind where Running == MQTTSink, Settings == MQTTSettings {
             }
         },
         reload: { sink, current, new in
-            // Kept when nothing changed, unless a refusal paused it.
+            // Kept when nothing changed (a reconnect backoff ends), unless a refusal paused it.
             if case .paused = sink.currentHealth { return false }
-            return current == new
+            guard current == new else { return false }
+            sink.resume()
+            return true
         },
         started: {
             (

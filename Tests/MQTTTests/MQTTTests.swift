@@ -203,6 +203,32 @@ struct MQTTTests {
         #expect(log.contains("mqtt: connected; publishing"))
     }
 
+    /// A reload with unchanged settings ends the reconnect backoff (docs/operations.md, "Reload"): the operator fixed
+    /// the broker and says so, and the bridge connects at once instead of at the end of a wait of up to 30 s.
+    @Test func aReloadEndsTheReconnectBackoffAtOnce() throws {
+        let (broker, subscriber) = try brokerDownWithWaitingSubscriber()
+        defer { subscriber.stop() }
+        let s = try setup(mqtt: plain(broker))
+        defer { s.dir.remove() }
+        _ = try spoolBacklog(s, identifiers: ["Ra", "Rb"], perIdentifier: 2)
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(bridge.waitForLogLine(timeout: 10) { $0.contains("mqtt: cannot publish") } != nil)
+        let firstFailure = Date()
+        // Reconnects 1 s doubling, each wait 3/4 to all of it (MQTTSink.maxReconnectDelay): the fifth attempt comes
+        // by 15 s after the first, the sixth not before 23.25 s. The broker returns between them.
+        usleep(16_000_000)
+        try broker.start()
+        bridge.signal(SIGHUP)
+        let connected = bridge.waitForLogLine(timeout: 4) { $0.contains("mqtt: connected; publishing") }
+        #expect(connected != nil, "no connection within 4 s of the reload")
+        #expect(Date().timeIntervalSince(firstFailure) < 23)
+        #expect(bridge.stderrText.contains("mqtt: configuration reloaded; connecting again now"))
+        #expect(eventually(timeout: 10) { (try? sinkPending(s)) == 0 })
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+    }
+
     /// True when, per identifier, the scans received appear in capture order (first arrivals; some may be missing).
     func inCaptureOrder(_ ids: [String], order: [String: [String]]) -> Bool {
         firstArrivals(ids, order: order).allSatisfy { identifier, received in
