@@ -49,6 +49,9 @@ public final class BridgeService: Sendable {
         // A worker of any part that ends although nobody asked it to (a loop that died) stops the service: one
         // error line naming it, exit 1, and systemd's Restart= starts it again. Never silent.
         let endedWorkers = Mutex<[String]>([])
+        // A watched worker that works without a pause for longer than any unit of its work takes (a call that never
+        // returns) is hung: the watchdog sees it (below) and it is treated the same way. Worker -> seconds.
+        let stuckWorkers = Mutex<[String: Double]>([:])
         WorkerThread.onUnexpectedEnd { worker in
             endedWorkers.withLock { $0.append(worker) }
             signals.post(SignalPipe.workerEnded)
@@ -123,10 +126,21 @@ public final class BridgeService: Sendable {
                 }, status: { reporter.snapshot() }, metrics: { reporter.metrics(up: true) })
         }
         let systemd = SystemdNotifier()
-        // The watchdog pings at half its period while the pipeline's commit thread is not stuck in a commit; a
-        // wedged pipeline stops the pings and systemd restarts the service.
+        // The watchdog pings at half its period while the pipeline's commit thread is not stuck in a commit and no
+        // watched worker is stuck in a call (`WorkerActivity`); a wedged pipeline stops the pings and systemd
+        // restarts the service. A stuck worker also stops the service itself (exit 1, the worker named), and the
+        // missing pings end it should that stop hang too.
         let watchdog = systemd.watchdogInterval.map { interval in
             PeriodicThread(name: "watchdog", interval: interval / 2) {
+                let stuck = WorkerActivity.stuck(now: MonotonicClock.now())
+                guard stuck.isEmpty else {
+                    let first = stuckWorkers.withLock { known -> Bool in
+                        defer { for (name, working) in stuck { known[name] = working } }
+                        return known.isEmpty
+                    }
+                    if first { signals.post(SignalPipe.workerEnded) }
+                    return
+                }
                 if pipeline.isResponsive(within: interval / 4) { systemd.notify("WATCHDOG=1") }
             }
         }
@@ -150,10 +164,20 @@ public final class BridgeService: Sendable {
         // Idle: nothing runs until a signal arrives (every part sleeps on its own thread; this one in `read`).
         while let number = signals.next() {
             if number == SignalPipe.workerEnded {
-                let workers = endedWorkers.withLock { $0 }.joined(separator: ",")
-                logger.error(
-                    "a part of the service stopped on its own; stopping the service so that it is started again",
-                    [("worker", workers)])
+                let stuck = stuckWorkers.withLock { $0 }.sorted { $0.key < $1.key }
+                if stuck.isEmpty {
+                    logger.error(
+                        "a part of the service stopped on its own; stopping the service so that it is started again",
+                        [("worker", endedWorkers.withLock { $0 }.joined(separator: ","))])
+                } else {
+                    logger.error(
+                        "a part of the service is stuck in a call that does not return; stopping the service so "
+                            + "that it is started again",
+                        [
+                            ("worker", stuck.map(\.key).joined(separator: ",")),
+                            ("seconds", stuck.map { String(Int($0.value)) }.joined(separator: ",")),
+                        ])
+                }
                 exitCode = 1
                 break
             }

@@ -90,7 +90,7 @@ public final class StatusReporter: Service {
     /// `metricsInterval`), on its own thread.
     public func start() {
         let interval = metricsPath == nil ? Self.idleRefreshInterval : min(Self.idleRefreshInterval, metricsInterval)
-        let periodic = PeriodicThread(name: "status", interval: interval) { [self] in refresh() }
+        let periodic = PeriodicThread(name: "status", interval: interval, watched: true) { [self] in refresh() }
         thread.withLock { $0 = periodic }
         periodic.start()
     }

@@ -108,9 +108,9 @@ public final class Forwarder: Service {
                 continue
             }
             state.withLock { $0.clients.append(client) }
-            workers.start(name: "forwarder-\(index)") { [self] in workerLoop(client) }
+            workers.start(name: "forwarder-\(index)", watched: true) { [self] in workerLoop(client) }
         }
-        workers.start(name: "forwarder") { [self] in coordinatorLoop() }
+        workers.start(name: "forwarder", watched: true) { [self] in coordinatorLoop() }
     }
 
     /// A scan was committed: look for work now.

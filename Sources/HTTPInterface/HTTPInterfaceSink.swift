@@ -42,7 +42,7 @@ final class HTTPInterfaceSink: ScanSink {
 
     func start() {
         apply(context.configuration)
-        let thread = WorkerThread(name: "http-retry") { [self] in retryLoop() }
+        let thread = WorkerThread(name: "http-retry", watched: true) { [self] in retryLoop() }
         retryThread.withLock { $0 = thread }
     }
 

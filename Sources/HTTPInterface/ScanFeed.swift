@@ -61,7 +61,7 @@ final class ScanFeed: Sendable {
             $0.last = last
             $0.coveredFrom = last
         }
-        let follower = WorkerThread(name: "http-feed") { [self] in follow() }
+        let follower = WorkerThread(name: "http-feed", watched: true) { [self] in follow() }
         thread.withLock { $0 = follower }
     }
 

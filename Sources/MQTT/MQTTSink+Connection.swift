@@ -92,12 +92,17 @@ extension MQTTSink {
     // MARK: network thread
 
     func networkLoop(_ client: MQTTClient) {
-        var rc = client.connect(host: settings.host, port: settings.port, keepalive: settings.keepalive)
+        // Connecting waits on the broker (a TLS handshake has no timeout of its own): the watchdog counts it as a
+        // wait, since a restart would not make a silent broker answer.
+        var rc = WorkerActivity.waiting {
+            client.connect(host: settings.host, port: settings.port, keepalive: settings.keepalive)
+        }
         // The loop blocks in pselect until traffic, a publish, or half the keepalive (for PINGREQ); never polls.
         let timeout = Int32(max(1000, min(30_000, settings.keepalive * 500)))
         while true {
             if MQTTClient.isSuccess(rc) {
-                rc = client.loop(timeoutMilliseconds: timeout)
+                // Waiting for traffic, bounded by `timeout`: the watchdog does not count it as work.
+                rc = WorkerActivity.waiting { client.loop(timeoutMilliseconds: timeout) }
                 if MQTTClient.isSuccess(rc) { continue }
             }
             let until: Double? = state.update { s in
@@ -122,7 +127,7 @@ extension MQTTSink {
                 return s.stopping
             }
             if stopping { break }
-            rc = client.reconnect()
+            rc = WorkerActivity.waiting { client.reconnect() }
         }
         state.update {
             $0.connected = false

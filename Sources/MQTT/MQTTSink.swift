@@ -154,8 +154,8 @@ public final class MQTTSink: Sendable {
             $0.networkRunning = true
             $0.publisherRunning = true
         }
-        workers.start(name: "mqtt-network") { [self] in networkLoop(client) }
-        workers.start(name: "mqtt") { [self] in publisherLoop(client) }
+        workers.start(name: "mqtt-network", watched: true) { [self] in networkLoop(client) }
+        workers.start(name: "mqtt", watched: true) { [self] in publisherLoop(client) }
     }
 
     /// A scan was committed, or the device's state changed: publish it now, and look at the status message.

@@ -56,8 +56,13 @@ public final class Monitor<State> {
     /// Sleeps until `predicate` holds (checked under the lock at once and after every wake-up) or the monotonic
     /// `deadline` (seconds of `MonotonicClock`; nil or infinity: no deadline) passes. Returns whether the predicate
     /// held.
+    /// A watched worker counts as waiting meanwhile (`WorkerActivity`).
     @discardableResult
     public func wait(until deadline: Double? = nil, for predicate: (inout State) -> Bool) -> Bool {
+        WorkerActivity.waiting { waitLocked(until: deadline, for: predicate) }
+    }
+
+    private func waitLocked(until deadline: Double?, for predicate: (inout State) -> Bool) -> Bool {
         pthread_mutex_lock(mutex)
         defer { pthread_mutex_unlock(mutex) }
         while true {

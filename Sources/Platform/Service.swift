@@ -67,15 +67,18 @@ public final class PeriodicThread: Service {
     }
     private let state = Monitor(State())
     private let worker = Mutex<WorkerThread?>(nil)
+    private let watched: Bool
 
-    public init(name: String, interval: Double, body: @escaping @Sendable () -> Void) {
+    /// `watched`: the watchdog tells when a round hangs (`WorkerThread.init`).
+    public init(name: String, interval: Double, watched: Bool = false, body: @escaping @Sendable () -> Void) {
         self.name = name
         self.interval = interval
+        self.watched = watched
         self.body = body
     }
 
     public func start() {
-        let started = WorkerThread(name: name) { [self] in
+        let started = WorkerThread(name: name, watched: watched) { [self] in
             while true {
                 body()
                 var stopping = false

@@ -14,14 +14,23 @@ public final class WorkerThread: Sendable {
     private let state = Monitor(State())
     private let thread = Mutex<OwnThread?>(nil)
 
-    /// Starts `body` on a new thread called `name`.
-    public init(name: String, _ body: @escaping @Sendable () -> Void) {
+    /// The longest a watched worker may work without passing through a wait before the watchdog calls it stuck:
+    /// longer than any unit of work of theirs (the longest request timeout the configuration allows is 600 s).
+    public static let watchLimit: Double = 900
+
+    /// Starts `body` on a new thread called `name`. `watched`: the watchdog looks at whether it is stuck
+    /// (`WorkerActivity`): only for a worker whose every wait for work is a `Monitor` wait or inside
+    /// `WorkerActivity.waiting`, or one waiting elsewhere would look stuck.
+    public init(name: String, watched: Bool = false, _ body: @escaping @Sendable () -> Void) {
         self.name = name
         let run = WorkerThread.testEnd(name: name, body)
         let state = self.state
+        let limit = watched ? WorkerThread.testWatchLimit ?? WorkerThread.watchLimit : nil
         thread.withLock {
             $0 = OwnThread(name: name) {
+                let activity = limit.map { WorkerActivity.begin(name: name, limit: $0) }
                 run()
+                activity?.end()
                 let unexpected = state.update { s -> Bool in
                     s.finished = true
                     return !s.expected
@@ -67,13 +76,25 @@ public final class WorkerThread: Sendable {
         }
     }
 
-    /// The test seam (debug builds only, never in the package): `PLINGS_TEST_END_WORKER=NAME` makes the worker
-    /// called NAME end at once, as a loop that died would, so the tests can see each kind reported.
+    /// The test seams (debug builds only, never in the package): `PLINGS_TEST_END_WORKER=NAME` makes the worker
+    /// called NAME end at once, as a loop that died would, and `PLINGS_TEST_HANG_WORKER=NAME` makes it hang in a
+    /// blocking call, so the tests can see each kind reported.
     private static func testEnd(name: String, _ body: @escaping @Sendable () -> Void) -> @Sendable () -> Void {
         #if DEBUG
-            if ProcessInfo.processInfo.environment["PLINGS_TEST_END_WORKER"] == name { return {} }
+            let environment = ProcessInfo.processInfo.environment
+            if environment["PLINGS_TEST_END_WORKER"] == name { return {} }
+            if environment["PLINGS_TEST_HANG_WORKER"] == name { return { while true { sleep(3600) } } }
         #endif
         return body
+    }
+
+    /// `PLINGS_TEST_WATCH_LIMIT=SECONDS` (debug builds only): a shorter `watchLimit`, so a test sees a hang soon.
+    private static var testWatchLimit: Double? {
+        #if DEBUG
+            return ProcessInfo.processInfo.environment["PLINGS_TEST_WATCH_LIMIT"].flatMap(Double.init)
+        #else
+            return nil
+        #endif
     }
 }
 
@@ -83,9 +104,9 @@ public final class WorkerThreads: Sendable {
 
     public init() {}
 
-    /// Starts one more worker.
-    public func start(name: String, _ body: @escaping @Sendable () -> Void) {
-        let worker = WorkerThread(name: name, body)
+    /// Starts one more worker (`watched`: see `WorkerThread.init`).
+    public func start(name: String, watched: Bool = false, _ body: @escaping @Sendable () -> Void) {
+        let worker = WorkerThread(name: name, watched: watched, body)
         workers.withLock { $0.append(worker) }
     }
 

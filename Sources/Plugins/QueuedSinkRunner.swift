@@ -115,7 +115,7 @@ public final class QueuedSinkRunner: Service {
     public var currentStats: Stats { state.withLock { $0.stats } }
 
     public func start() {
-        worker.start(name: name) { [self] in run() }
+        worker.start(name: name, watched: true) { [self] in run() }
     }
 
     /// Scans were committed: look at the queue again.

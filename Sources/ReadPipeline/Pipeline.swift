@@ -127,7 +127,7 @@ public final class Pipeline: Service {
     /// Starts the commit thread.
     public func start() {
         queue.withLock { $0.running = true }
-        let started = WorkerThread(name: "pipeline") { [self] in self.commitLoop() }
+        let started = WorkerThread(name: "pipeline", watched: true) { [self] in self.commitLoop() }
         worker.withLock { $0 = started }
     }
 

@@ -115,3 +115,88 @@ import Testing
         }
     }
 }
+
+/// The watchdog covers every watched worker (issue 38): one hung in a call that never returns (a request, a lock)
+/// stops the service with a non-zero exit and a line naming it, so systemd starts it again; an idle one, asleep in
+/// its wait for work however long, is never called stuck. Hangs come through the debug builds' seam
+/// (`PLINGS_TEST_HANG_WORKER`), with the limit shortened to 2 s (`PLINGS_TEST_WATCH_LIMIT`).
+@Suite struct WorkerHangTests {
+    let binary = Products.path("plings-bridge")
+
+    /// A config whose API, broker and webhook exist (a broker on `brokerPort`) so every watched worker runs.
+    func config(_ dir: TemporaryDirectory, brokerPort: Int) throws -> String {
+        let token = dir.file("token")
+        try "worker-test-token-0123456789\n".write(toFile: token, atomically: true, encoding: .utf8)
+        chmod(token, 0o600)
+        let config = dir.file("config.json")
+        try #"""
+        {"api": {"url": "http://127.0.0.1:9/graphql", "tokenFile": "\#(token)", "allowInsecureHTTP": true},
+         "mqtt": {"url": "mqtt://127.0.0.1:\#(brokerPort)", "allowInsecure": true, "deviceId": "gate7"},
+         "webhook": {"url": "http://127.0.0.1:9/hook"}}
+        """#.write(toFile: config, atomically: true, encoding: .utf8)
+        return config
+    }
+
+    func environment(_ dir: TemporaryDirectory, notify: NotifySocket, _ extra: [String: String]) -> [String: String] {
+        let port = (try? ListeningSocket.freePort()) ?? 1
+        return OpsTests().environment(
+            dir,
+            [
+                "NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "2000000", "PLINGS_TEST_WATCH_LIMIT": "2",
+                "PLINGS_BRIDGE_HTTP_LISTEN": "127.0.0.1:\(port)",
+            ].merging(extra) { $1 })
+    }
+
+    @Test func eachWatchedWorkerThatHangsStopsTheServiceNamingIt() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let config = try config(dir, brokerPort: 9)
+        let workers = [
+            "pipeline", "status", "forwarder", "forwarder-0", "mqtt", "mqtt-network", "webhook", "http-feed",
+            "http-retry",
+        ]
+        let results = Mutex<[String: ProcessResult]>([:])
+        DispatchQueue.concurrentPerform(iterations: workers.count) { index in
+            let worker = workers[index]
+            guard let notify = try? NotifySocket(path: dir.file("notify-\(worker)")) else { return }
+            let env = environment(dir, notify: notify, ["PLINGS_TEST_HANG_WORKER": worker])
+            let result = try? ProcessRunner.run(
+                binary, ["run", "--config", config, "--spool", dir.file("\(worker).sqlite")], environment: env,
+                timeout: 30 * Products.timeScale)
+            results.withLock { $0[worker] = result }
+        }
+        for worker in workers {
+            let result = results.withLock { $0[worker] }
+            #expect(result?.status == 1, "\(worker): exit \(result?.status ?? -1)\n\(result?.stderr ?? "")")
+            let line = result?.stderr.split(separator: "\n").first { $0.contains("is stuck") } ?? ""
+            #expect(line.hasPrefix("level=error") && line.contains("worker=\(worker) "), "\(worker): \(line)")
+        }
+    }
+
+    /// Every watched worker idle (a broker connected and quiet, nothing to deliver) for well past the limit: the
+    /// watchdog keeps pinging and nothing is called stuck.
+    @Test func idleWorkersAreNeverStuck() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let broker = try MosquittoRig()
+        defer { broker.kill() }
+        let config = try config(dir, brokerPort: broker.port)
+        let notify = try NotifySocket(path: dir.file("notify"))
+        let bridge = try RunningProcess(
+            binary, ["run", "--config", config, "--spool", dir.file("s.sqlite")],
+            environment: environment(dir, notify: notify, [:]))
+        defer { bridge.stop() }
+        #expect(bridge.waitForLogLine(timeout: 20) { $0.contains("mqtt: connected; publishing") } != nil)
+        // Three limits of quiet, while the broker connection sits in libmosquitto's loop.
+        var pings = 0
+        let until = MonotonicClock.deadline(after: 6)
+        while MonotonicClock.now() < until, let message = notify.receive(timeout: until - MonotonicClock.now()) {
+            if message == "WATCHDOG=1" { pings += 1 }
+        }
+        #expect(pings >= 4, "\(pings) watchdog pings in 6 s")
+        #expect(bridge.process.isRunning)
+        #expect(!bridge.stderrText.contains("is stuck"), "\(bridge.stderrText)")
+        bridge.signal(SIGTERM)
+        #expect(bridge.waitForExit(timeout: 5) == 0)
+    }
+}
