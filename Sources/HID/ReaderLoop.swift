@@ -112,9 +112,12 @@ final class ReaderLoop {
 
             let timeout = pollTimeout()
             do {
+                // Waiting for a key, a device or a stop: the watchdog does not count it as work.
                 try systemCall("poll") {
-                    fds.withUnsafeMutableBufferPointer { buffer in
-                        Glibc.poll(buffer.baseAddress, nfds_t(buffer.count), timeout)
+                    WorkerActivity.waiting {
+                        fds.withUnsafeMutableBufferPointer { buffer in
+                            Glibc.poll(buffer.baseAddress, nfds_t(buffer.count), timeout)
+                        }
                     }
                 }
             } catch {

@@ -109,7 +109,7 @@ public final class GPSClient: Service, FixProvider, Sendable {
             logger.error("location.gpsd is not HOST:PORT; no GPS", [("gpsd", config.gpsd)])
             return
         }
-        let started = WorkerThread(name: "gpsd") { [self] in run(address) }
+        let started = WorkerThread(name: "gpsd", watched: true) { [self] in run(address) }
         worker.withLock { $0 = started }
     }
 
@@ -240,7 +240,8 @@ public final class GPSClient: Service, FixProvider, Sendable {
         }
         while !isStopping {
             var code: Int32 = 0
-            guard let pointer = plings_gps_open(address.host, address.port, &code) else {
+            // Connecting and reading wait on gpsd: the watchdog does not count them as work.
+            guard let pointer = WorkerActivity.waiting({ plings_gps_open(address.host, address.port, &code) }) else {
                 failed(String(cString: plings_gps_error_string(code)))
                 continue
             }
@@ -290,7 +291,7 @@ public final class GPSClient: Service, FixProvider, Sendable {
         var empty = 0
         var messages = 0
         while true {
-            let status = plings_gps_read(connection.pointer, &raw)
+            let status = WorkerActivity.waiting { plings_gps_read(connection.pointer, &raw) }
             if status < 0 {
                 let number = errno
                 return (number == 0 ? "end of stream" : String(cString: strerror(number)), messages)

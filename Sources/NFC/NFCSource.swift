@@ -55,7 +55,7 @@ public final class NFCSource: ReadSource {
     public func start() {
         guard context.control.markStarted() else { return }
         context.feedback.start()
-        let started = WorkerThread(name: "nfc-pcsc") { [context] in
+        let started = WorkerThread(name: "nfc-pcsc", watched: true) { [context] in
             var monitor = ReaderMonitor(context: context)
             monitor.run()
             context.control.markFinished()

@@ -126,7 +126,7 @@ final class PCSCContext {
     /// pcscd is absent.
     static func establish() throws(PCSCError) -> PCSCContext {
         var handle: SCARDCONTEXT = 0
-        let rv = SCardEstablishContext(DWORD(scopeSystem), nil, nil, &handle)
+        let rv = WorkerActivity.waiting { SCardEstablishContext(DWORD(scopeSystem), nil, nil, &handle) }
         guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardEstablishContext") }
         return PCSCContext(handle: Int(handle))
     }
@@ -150,11 +150,11 @@ final class PCSCContext {
     func listReaders() throws(PCSCError) -> [String] {
         for _ in 0..<3 {
             var size: DWORD = 0
-            var rv = SCardListReaders(SCARDCONTEXT(handle), nil, nil, &size)
+            var rv = WorkerActivity.waiting { SCardListReaders(SCARDCONTEXT(handle), nil, nil, &size) }
             if rv == SCARD_E_NO_READERS_AVAILABLE { return [] }
             guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardListReaders") }
             var buffer = [CChar](repeating: 0, count: Int(size) + 1)
-            rv = SCardListReaders(SCARDCONTEXT(handle), nil, &buffer, &size)
+            rv = WorkerActivity.waiting { SCardListReaders(SCARDCONTEXT(handle), nil, &buffer, &size) }
             if rv == SCARD_E_NO_READERS_AVAILABLE { return [] }
             if rv == SCARD_E_INSUFFICIENT_BUFFER { continue }
             guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardListReaders") }
@@ -177,7 +177,9 @@ final class PCSCContext {
             raw[index].szReader = UnsafePointer(names[index])
             raw[index].dwCurrentState = DWORD(states[index].current)
         }
-        let rv = SCardGetStatusChange(SCARDCONTEXT(handle), DWORD(timeout), &raw, DWORD(raw.count))
+        let rv = WorkerActivity.waiting {
+            SCardGetStatusChange(SCARDCONTEXT(handle), DWORD(timeout), &raw, DWORD(raw.count))
+        }
         guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardGetStatusChange") }
         for index in states.indices {
             states[index].event = UInt(raw[index].dwEventState)
@@ -191,15 +193,18 @@ final class PCSCContext {
     func connect(reader: String, direct: Bool = false) throws(PCSCError) -> PCSCCard {
         var card: SCARDHANDLE = 0
         var active: DWORD = 0
-        let rv = SCardConnect(
-            SCARDCONTEXT(handle), reader, DWORD(direct ? PCSCContext.shareDirect : PCSCContext.shareShared),
-            DWORD(direct ? 0 : PCSCContext.protocolT0 | PCSCContext.protocolT1), &card, &active)
+        let rv = WorkerActivity.waiting {
+            SCardConnect(
+                SCARDCONTEXT(handle), reader, DWORD(direct ? PCSCContext.shareDirect : PCSCContext.shareShared),
+                DWORD(direct ? 0 : PCSCContext.protocolT0 | PCSCContext.protocolT1), &card, &active)
+        }
         guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardConnect") }
         return PCSCCard(handle: Int(card), activeProtocol: UInt(active))
     }
 }
 
-/// A connection to the card on one reader.
+/// A connection to the card on one reader. Every PC/SC call is a wait on pcscd (and the reader behind it): the
+/// watchdog does not count it as work (`WorkerActivity`), since restarting the bridge would not unblock pcscd.
 final class PCSCCard {
     let handle: Int
     let activeProtocol: UInt
@@ -217,8 +222,11 @@ final class PCSCCard {
             dwProtocol: activeProtocol, cbPciLength: UInt(MemoryLayout<SCARD_IO_REQUEST>.size))
         var response = [UInt8](repeating: 0, count: 264)
         var length = DWORD(response.count)
-        let rv = apdu.withUnsafeBufferPointer { send in
-            SCardTransmit(SCARDHANDLE(handle), &request, send.baseAddress, DWORD(send.count), nil, &response, &length)
+        let rv = WorkerActivity.waiting {
+            apdu.withUnsafeBufferPointer { send in
+                SCardTransmit(
+                    SCARDHANDLE(handle), &request, send.baseAddress, DWORD(send.count), nil, &response, &length)
+            }
         }
         guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardTransmit") }
         return Array(response.prefix(min(Int(length), response.count)))
@@ -228,11 +236,13 @@ final class PCSCCard {
     func control(code: UInt32, _ command: [UInt8]) throws(PCSCError) -> [UInt8] {
         var response = [UInt8](repeating: 0, count: 264)
         var length: DWORD = 0
-        let rv = command.withUnsafeBufferPointer { send in
-            response.withUnsafeMutableBufferPointer { receive in
-                SCardControl(
-                    SCARDHANDLE(handle), DWORD(code), send.baseAddress, DWORD(send.count), receive.baseAddress,
-                    DWORD(receive.count), &length)
+        let rv = WorkerActivity.waiting {
+            command.withUnsafeBufferPointer { send in
+                response.withUnsafeMutableBufferPointer { receive in
+                    SCardControl(
+                        SCARDHANDLE(handle), DWORD(code), send.baseAddress, DWORD(send.count), receive.baseAddress,
+                        DWORD(receive.count), &length)
+                }
             }
         }
         guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardControl") }
@@ -243,8 +253,10 @@ final class PCSCCard {
     func attribute(_ id: UInt32) throws(PCSCError) -> [UInt8] {
         var value = [UInt8](repeating: 0, count: 64)
         var length = DWORD(value.count)
-        let rv = value.withUnsafeMutableBufferPointer {
-            SCardGetAttrib(SCARDHANDLE(handle), DWORD(id), $0.baseAddress, &length)
+        let rv = WorkerActivity.waiting {
+            value.withUnsafeMutableBufferPointer {
+                SCardGetAttrib(SCARDHANDLE(handle), DWORD(id), $0.baseAddress, &length)
+            }
         }
         guard rv == SCARD_S_SUCCESS else { throw PCSCError(code: Int(rv), function: "SCardGetAttrib") }
         return Array(value.prefix(min(Int(length), value.count)))
@@ -258,7 +270,7 @@ final class PCSCCard {
     func disconnect() {
         guard connected else { return }
         connected = false
-        _ = SCardDisconnect(SCARDHANDLE(handle), DWORD(PCSCContext.leaveCard))
+        _ = WorkerActivity.waiting { SCardDisconnect(SCARDHANDLE(handle), DWORD(PCSCContext.leaveCard)) }
     }
 
     deinit { disconnect() }

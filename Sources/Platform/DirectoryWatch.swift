@@ -24,7 +24,9 @@ public final class DirectoryWatch {
             pollfd(fd: wake, events: Int16(POLLIN), revents: 0),
         ]
         let milliseconds = Int32(max(0, min(60_000, ((deadline - MonotonicClock.now()) * 1000).rounded(.up))))
-        guard let ready = try? systemCall("poll", { poll(&fds, 2, milliseconds) }), ready > 0, fds[0].revents != 0
+        // A wait for a file to appear: a watched worker is not working meanwhile (`WorkerActivity`).
+        let polled = try? systemCall("poll") { WorkerActivity.waiting { poll(&fds, 2, milliseconds) } }
+        guard let ready = polled, ready > 0, fds[0].revents != 0
         else { return false }
         var buffer = [UInt8](repeating: 0, count: 4096)
         while (try? fd.read(into: &buffer)) ?? 0 > 0 {}

@@ -16,7 +16,8 @@ public final class ReaderThread: Sendable {
         readyWithin: Double, _ body: @escaping @Sendable (_ ready: @escaping @Sendable () -> Void) -> Void
     ) {
         let progress = self.progress
-        let started = WorkerThread(name: name) {
+        // Watched: every device loop marks its `poll()` as its wait (`WorkerActivity.waiting`).
+        let started = WorkerThread(name: name, watched: true) {
             body { progress.update { $0 = true } }
             progress.update { $0 = true }
         }

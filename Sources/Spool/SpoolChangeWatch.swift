@@ -68,7 +68,8 @@ public final class SpoolChangeWatch: Service {
             var now = MonotonicClock.now()
             let until = inotify < 0 ? now + SpoolChangeWatch.fallbackInterval : looks.first ?? .infinity
             let timeout = control.pollTimeout(until: until, now: now)
-            guard (try? systemCall("poll", { poll(&fds, nfds_t(fds.count), timeout) })) != nil else { continue }
+            let polled = try? systemCall("poll") { WorkerActivity.waiting { poll(&fds, nfds_t(fds.count), timeout) } }
+            guard polled != nil else { continue }
             if fds[0].revents != 0 { control.wakePipe?.drain() }
             now = MonotonicClock.now()
             if inotify < 0 {

@@ -94,7 +94,9 @@ public final class DeviceNodeLoop<Kind: DeviceNodeKind> {
             for (_, node) in order { fds.append(pollfd(fd: kind.fd(of: node), events: Int16(POLLIN), revents: 0)) }
             let ready: Int32
             do {
-                ready = try systemCall("poll") { poll(&fds, nfds_t(fds.count), pollTimeout(now: MonotonicClock.now())) }
+                // Waiting for a code, a device or a stop: the watchdog does not count it as work.
+                let timeout = pollTimeout(now: MonotonicClock.now())
+                ready = try systemCall("poll") { WorkerActivity.waiting { poll(&fds, nfds_t(fds.count), timeout) } }
             } catch {
                 logger.error("\(kind.label): poll failed", [("error", error.description)])
                 MonotonicClock.sleep(seconds: 0.1)  // never spin on a persistent poll error (ENOMEM)

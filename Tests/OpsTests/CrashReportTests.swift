@@ -132,7 +132,7 @@ import Testing
         try #"""
         {"api": {"url": "http://127.0.0.1:9/graphql", "tokenFile": "\#(token)", "allowInsecureHTTP": true},
          "mqtt": {"url": "mqtt://127.0.0.1:\#(brokerPort)", "allowInsecure": true, "deviceId": "gate7"},
-         "webhook": {"url": "http://127.0.0.1:9/hook"}}
+         "webhook": {"url": "http://127.0.0.1:9/hook"}, "serial": {"match": [{"devnode": "/dev/ttyNONE*"}]}}
         """#.write(toFile: config, atomically: true, encoding: .utf8)
         return config
     }
@@ -153,7 +153,7 @@ import Testing
         let config = try config(dir, brokerPort: 9)
         let workers = [
             "pipeline", "status", "forwarder", "forwarder-0", "mqtt", "mqtt-network", "webhook", "http-feed",
-            "http-retry",
+            "http-retry", "spool-watch", "hid-reader", "hidpos-reader", "serial-reader", "nfc-pcsc", "gpsd",
         ]
         let results = Mutex<[String: ProcessResult]>([:])
         DispatchQueue.concurrentPerform(iterations: workers.count) { index in
@@ -173,8 +173,9 @@ import Testing
         }
     }
 
-    /// Every watched worker idle (a broker connected and quiet, nothing to deliver) for well past the limit: the
-    /// watchdog keeps pinging and nothing is called stuck.
+    /// Every watched worker idle (a broker connected and quiet, nothing to deliver, no scanner, no gpsd, the NFC
+    /// reader waiting for pcscd or a card) for well past the limit: the watchdog keeps pinging and nothing is called
+    /// stuck.
     @Test func idleWorkersAreNeverStuck() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
