@@ -307,7 +307,7 @@ extension BridgeService {
         config: BridgeConfig
     ) -> JSONValue {
         let counts = (try? spool.stats())?.counts ?? [:]
-        let unpublished = (try? spool.sinkStats())?.first { $0.name == sink }?.pending ?? 0
+        let unpublished = (try? spool.sinkStats(named: sink))?.pending ?? 0
         let lastRead = pipeline.currentTally.lastRead.values.map(\.time).max()
         let fix: String = {
             guard config.location.enabled else { return "disabled" }

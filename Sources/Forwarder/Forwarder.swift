@@ -90,8 +90,6 @@ public final class Forwarder: Service {
     /// Delivery health, for `status` and the metrics. Paused: the API refused the token, or the URL redirects; no
     /// delivery until a reload or the pause ends.
     public var currentHealth: SinkHealth.State { state.withLock { $0.health.state } }
-    /// Requests in flight at once, fixed when the forwarder starts.
-    public var concurrency: Int { state.withLock { $0.settings.concurrency } }
     public var currentStats: Stats { state.withLock { $0.stats } }
 
     /// Starts the coordinator and workers.

@@ -139,7 +139,7 @@ public final class MQTTSink: Sendable {
         } catch {
             // A write at start can fail on a full disk; when an earlier start registered the sink, scans are
             // queued for it anyway and publishing them needs no write, so a restart mid-episode still publishes.
-            let registered = (try? spool.sinkStats())?.first { $0.name == MQTTSink.sinkName }?.enabled == true
+            let registered = (try? spool.sinkStats(named: MQTTSink.sinkName))?.enabled == true
             guard registered else { throw error }
         }
         let will = MQTTClient.Will(

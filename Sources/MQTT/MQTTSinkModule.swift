@@ -62,7 +62,7 @@ extension SinkSlotKind where Running == MQTTSink, Settings == MQTTSettings {
             return .object([
                 ("state", .string(state)), ("reason", reason.map(JSONValue.string) ?? .null),
                 ("broker", .string(sink.settings.endpoint)), ("topics", .string(sink.settings.topicBase)),
-                ("pending", .integer(context.queueStats(MQTTSink.sinkName)?.pending ?? 0)),
+                ("pending", .integer((try? context.spool.sinkStats(named: MQTTSink.sinkName))?.pending ?? 0)),
                 ("published", .integer(stats.published)), ("acknowledged", .integer(stats.acknowledged)),
             ])
         },
@@ -73,7 +73,8 @@ extension SinkSlotKind where Running == MQTTSink, Settings == MQTTSettings {
                 current: sink.currentHealth.mqttState.state,
                 help: "1 for the MQTT sink's current state (as `status` shows it)")
             m.add(
-                "plings_bridge_mqtt_pending", Double(context.queueStats(MQTTSink.sinkName)?.pending ?? 0),
+                "plings_bridge_mqtt_pending",
+                Double((try? context.spool.sinkStats(named: MQTTSink.sinkName))?.pending ?? 0),
                 help: "Scans queued for the MQTT broker")
             let stats = sink.currentStats
             m.addCounter(

@@ -74,7 +74,7 @@ extension SinkSlotKind where Running == QueuedSinkRunner {
                     [("state", .string(state)), ("reason", reason.map(JSONValue.string) ?? .null)]
                         + kind.describe(settings).map { ($0.0, JSONValue.string($0.1)) }
                         + [
-                            ("pending", .integer(context.queueStats(kind.name)?.pending ?? 0)),
+                            ("pending", .integer((try? context.spool.sinkStats(named: kind.name))?.pending ?? 0)),
                             ("delivered", .integer(stats.delivered)), ("dead", .integer(stats.dead)),
                             ("attempts", .integer(stats.attempts)), ("failures", .integer(stats.failures)),
                         ])
@@ -87,7 +87,7 @@ extension SinkSlotKind where Running == QueuedSinkRunner {
                     current: runner.currentHealth.described.state,
                     help: "1 for the \(kind.name) sink's current state (as `status` shows it)")
                 m.add(
-                    "\(prefix)_pending", Double(context.queueStats(kind.name)?.pending ?? 0),
+                    "\(prefix)_pending", Double((try? context.spool.sinkStats(named: kind.name))?.pending ?? 0),
                     help: "Scans queued for the \(kind.name) sink")
                 m.addCounter(
                     "\(prefix)_delivered_total", stats.delivered, help: "Scans the \(kind.name) sink delivered")
@@ -97,9 +97,4 @@ extension SinkSlotKind where Running == QueuedSinkRunner {
                     help: "Scans in attempts to the \(kind.name) sink that failed and will be retried")
             })
     }
-}
-
-extension SinkContext {
-    /// The spool's counts for one sink queue (counter rows, not a count of the queue); nil when unreadable.
-    public func queueStats(_ queue: String) -> SinkStats? { (try? spool.sinkStats())?.first { $0.name == queue } }
 }

@@ -132,9 +132,7 @@ public final class SinkSlot<Running: SlotSink, Settings: Sendable & Equatable>: 
         current.withLock { $0 = nil }
         guard let settings else {
             var stopped = previous != nil
-            if let queue = kind.queue,
-                (try? context.spool.sinkStats())?.first(where: { $0.name == queue })?.enabled == true
-            {
+            if let queue = kind.queue, (try? context.spool.sinkStats(named: queue))?.enabled == true {
                 try? context.spool.disableSink(queue)
                 stopped = true
             }

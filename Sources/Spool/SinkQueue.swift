@@ -57,16 +57,6 @@ extension Spool {
         registered.withLock { $0[name] = false }
     }
 
-    /// The registered sinks' names.
-    public func sinkNames() throws(SpoolError) -> [String] {
-        try withConnection { db throws(SQLiteError) in
-            let s = try db.prepare("SELECT name FROM sinks WHERE name != '\(Spool.apiSink)' ORDER BY name")
-            var names: [String] = []
-            while try s.step() { names.append(s.string(0) ?? "") }
-            return names
-        }
-    }
-
     /// Up to `limit` scans queued for `sink` after capture position `afterSeq`, in capture order.
     public func pendingForSink(_ sink: String, afterSeq: Int, limit: Int) throws(SpoolError) -> [SinkItem] {
         try withBookkeeping { db throws(SQLiteError) in
@@ -116,6 +106,11 @@ extension Spool {
             try s.bind(3, reason == nil ? nil : Timestamp.format(now))
             try s.step()
         }
+    }
+
+    /// One registered sink's counts; nil when no sink of that name is registered.
+    public func sinkStats(named name: String) throws(SpoolError) -> SinkStats? {
+        try sinkStats().first { $0.name == name }
     }
 
     /// Every registered sink's counts.

@@ -68,7 +68,7 @@ struct MQTTTests {
     }
 
     func sinkPending(_ s: Setup) throws -> Int {
-        try Spool(path: s.spoolPath).sinkStats().first { $0.name == "mqtt" }?.pending ?? -1
+        try Spool(path: s.spoolPath).sinkStats(named: "mqtt")?.pending ?? -1
     }
 
     /// The scan ids of the received `/scans` messages, in arrival order.

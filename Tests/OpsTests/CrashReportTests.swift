@@ -79,21 +79,14 @@ import Testing
     @Test func eachWorkerThatEndsOnItsOwnStopsTheServiceNamingIt() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        let token = dir.file("token")
-        try "worker-test-token-0123456789\n".write(toFile: token, atomically: true, encoding: .utf8)
-        chmod(token, 0o600)
-        // Nothing answers on port 9, and no port is /dev/ttyNONE: the forwarder, the broker client and the serial
-        // source start their threads all the same.
-        let config = dir.file("config.json")
-        try #"""
-        {"api": {"url": "http://127.0.0.1:9/graphql", "tokenFile": "\#(token)", "allowInsecureHTTP": true},
-         "mqtt": {"url": "mqtt://127.0.0.1:9", "allowInsecure": true, "deviceId": "gate7"},
-         "serial": {"match": [{"devnode": "/dev/ttyNONE*"}]}}
-        """#.write(toFile: config, atomically: true, encoding: .utf8)
+        // Nothing answers on port 9, and no port is /dev/ttyNONE: the forwarder, the broker client, the webhook and
+        // the serial source start their threads all the same.
+        let config = try WorkerEndTests.config(dir, brokerPort: 9)
         let workers = [
             "pipeline", "spool-watch", "status", "retention", "spool-check", "gpsd", "hid-reader", "hidpos-reader",
             "serial-reader",
-            "nfc-pcsc", "nfc-feedback", "forwarder", "forwarder-0", "mqtt", "mqtt-network", "http-feed", "http-retry",
+            "nfc-pcsc", "nfc-feedback", "forwarder", "forwarder-0", "mqtt", "mqtt-network", "webhook", "http-feed",
+            "http-retry",
         ]
         let results = WorkerEndTests.runEach(workers, config: config, dir: dir) { worker in
             // The local interface on a port of its own, so its workers (http-feed, http-retry) run too.
@@ -107,6 +100,20 @@ import Testing
             let line = result?.stderr.split(separator: "\n").first { $0.contains("stopped on its own") } ?? ""
             #expect(line.hasPrefix("level=error") && line.hasSuffix("worker=\(worker)"), "\(worker): \(line)")
         }
+    }
+
+    /// A config whose API, broker (on `brokerPort`), webhook and serial source are set, so every worker runs.
+    static func config(_ dir: TemporaryDirectory, brokerPort: Int) throws -> String {
+        let token = dir.file("token")
+        try "worker-test-token-0123456789\n".write(toFile: token, atomically: true, encoding: .utf8)
+        chmod(token, 0o600)
+        let config = dir.file("config.json")
+        try #"""
+        {"api": {"url": "http://127.0.0.1:9/graphql", "tokenFile": "\#(token)", "allowInsecureHTTP": true},
+         "mqtt": {"url": "mqtt://127.0.0.1:\#(brokerPort)", "allowInsecure": true, "deviceId": "gate7"},
+         "webhook": {"url": "http://127.0.0.1:9/hook"}, "serial": {"match": [{"devnode": "/dev/ttyNONE*"}]}}
+        """#.write(toFile: config, atomically: true, encoding: .utf8)
+        return config
     }
 
     /// Runs `run` once per worker, two at a time (the cores), each with the environment `environment` gives it and a
@@ -136,20 +143,6 @@ import Testing
     let binary = Products.path("plings-bridge")
     let watchLimit = 3 * Products.timeScale
 
-    /// A config whose API, broker and webhook exist (a broker on `brokerPort`) so every watched worker runs.
-    func config(_ dir: TemporaryDirectory, brokerPort: Int) throws -> String {
-        let token = dir.file("token")
-        try "worker-test-token-0123456789\n".write(toFile: token, atomically: true, encoding: .utf8)
-        chmod(token, 0o600)
-        let config = dir.file("config.json")
-        try #"""
-        {"api": {"url": "http://127.0.0.1:9/graphql", "tokenFile": "\#(token)", "allowInsecureHTTP": true},
-         "mqtt": {"url": "mqtt://127.0.0.1:\#(brokerPort)", "allowInsecure": true, "deviceId": "gate7"},
-         "webhook": {"url": "http://127.0.0.1:9/hook"}, "serial": {"match": [{"devnode": "/dev/ttyNONE*"}]}}
-        """#.write(toFile: config, atomically: true, encoding: .utf8)
-        return config
-    }
-
     func environment(_ dir: TemporaryDirectory, notify: String, _ extra: [String: String]) -> [String: String] {
         let port = (try? ListeningSocket.freePort()) ?? 1
         return OpsTests().environment(
@@ -163,7 +156,7 @@ import Testing
     @Test func eachWatchedWorkerThatHangsStopsTheServiceNamingIt() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        let config = try config(dir, brokerPort: 9)
+        let config = try WorkerEndTests.config(dir, brokerPort: 9)
         let workers = [
             "pipeline", "status", "forwarder", "forwarder-0", "mqtt", "mqtt-network", "webhook", "http-feed",
             "http-retry", "spool-watch", "hid-reader", "hidpos-reader", "serial-reader", "nfc-pcsc", "gpsd",
@@ -188,7 +181,7 @@ import Testing
         defer { dir.remove() }
         let broker = try MosquittoRig()
         defer { broker.kill() }
-        let config = try config(dir, brokerPort: broker.port)
+        let config = try WorkerEndTests.config(dir, brokerPort: broker.port)
         let notify = try NotifySocket(path: dir.file("notify"))
         let bridge = try RunningProcess(
             binary, ["run", "--config", config, "--spool", dir.file("s.sqlite")],

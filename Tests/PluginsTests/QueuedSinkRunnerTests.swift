@@ -65,7 +65,7 @@ struct QueuedSinkRunnerTests {
                 random: { 0 })
         }
 
-        var stats: SinkStats? { (try? spool.sinkStats())?.first { $0.name == "hook" } }
+        var stats: SinkStats? { try? spool.sinkStats(named: "hook") }
 
         /// Waits (bounded) until the queue holds no pending scan, looking each time an outcome was recorded.
         func awaitDrained(timeout: Double = 10) -> Bool {

@@ -80,7 +80,7 @@ struct SinkSlotTests {
         var lines: [String] {
             ((try? String(contentsOfFile: logPath, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         }
-        var queueEnabled: Bool? { (try? spool.sinkStats())?.first { $0.name == "recorded" }?.enabled }
+        var queueEnabled: Bool? { (try? spool.sinkStats(named: "recorded"))?.enabled }
     }
 
     @Test func nothingIsMadeBeforeStartAndTheStartMakesOne() throws {

@@ -99,7 +99,7 @@ struct SinkQueueAttemptsTests {
         #expect(try rig.row(2) == ("pending", 1, "HTTP 503", nil))
         #expect(try rig.row(3) == ("pending", 0, "HTTP 401", nil))
         #expect(try rig.row(4) == ("pending", 0, nil, nil))
-        let stats = try #require(try rig.spool.sinkStats().first { $0.name == "hook" })
+        let stats = try #require(try rig.spool.sinkStats(named: "hook"))
         #expect((stats.pending, stats.delivered, stats.refused) == (3, 1, 1))
         #expect(stats.lastError == "HTTP 401")
         // Retried, paused and released scans are due again at once, the oldest first.
@@ -107,7 +107,7 @@ struct SinkQueueAttemptsTests {
         #expect(again.map(\.record.id) == Array(rig.ids[2..<5]))
         // A delivery clears the sink's last error.
         try rig.spool.recordSinkAttempt("hook", seqs: [again[0].seq], .delivered, now: now)
-        #expect(try rig.spool.sinkStats().first { $0.name == "hook" }?.lastError == nil)
+        #expect(try rig.spool.sinkStats(named: "hook")?.lastError == nil)
     }
 
     /// An operator's action meanwhile wins: an outcome never revives a scan no longer pending.
