@@ -1,8 +1,10 @@
 // libmicrohttpd behind plain C functions (see include/plings_httpd.h).
+#define _GNU_SOURCE  // accept4
 #include "plings_httpd.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <sys/ioctl.h>
@@ -33,10 +35,14 @@
 // resumes quiet streams for their keep-alive. It sleeps until the earliest of those deadlines, or until a stream's
 // socket hangs up; with no connection it sleeps until one comes. It closes a connection with shutdown(2) on its socket,
 // under the lock that the connection's CLOSED notification takes before libmicrohttpd closes the descriptor, so
-// the descriptor it shuts down is always that connection's.
+// the descriptor it shuts down is always that connection's. Over plain HTTP the keeper is also the front: it
+// accepts the connections and checks each request head before libmicrohttpd reads it (see "The front" below).
 
-/// Where a connection is: waiting for (or reading) a request, answering one, or streaming.
-enum phase { PHASE_WAITING, PHASE_ACTIVE, PHASE_STREAM };
+/// Where a connection is. With the front (plain HTTP): its request head still arriving at the front
+/// (PHASE_FRONT), handed to libmicrohttpd and not yet taken up by it (PHASE_HANDED), or refused by the front and
+/// being closed (PHASE_CLOSING). In libmicrohttpd: waiting for (or reading) a request, answering one, or
+/// streaming.
+enum phase { PHASE_FRONT, PHASE_HANDED, PHASE_CLOSING, PHASE_WAITING, PHASE_ACTIVE, PHASE_STREAM };
 
 struct stream;
 
@@ -46,8 +52,12 @@ struct connection_entry {
     uint64_t id;
     int fd;
     enum phase phase;
-    /// PHASE_WAITING: when it began waiting for a request (monotonic seconds).
+    /// PHASE_FRONT, PHASE_HANDED, PHASE_WAITING: when it began waiting for a request; PHASE_CLOSING: when the
+    /// front answered it (monotonic seconds).
     double since;
+    /// The client's address, from the front's accept (handed to libmicrohttpd with the socket).
+    struct sockaddr_storage address;
+    socklen_t address_length;
     /// Shut down by the keeper; libmicrohttpd closes it on its next look.
     int cut;
     struct stream *stream;
@@ -80,6 +90,12 @@ struct plings_httpd_server {
     /// When the streams' sockets are next looked at for a client that takes nothing (INFINITY: none holds bytes).
     double next_stall_check;
     int stopping;
+    /// The front (plain HTTP only, see "The front" below): its listening socket (-1 without), and where it peeks
+    /// at a request head.
+    int front_fd;
+    char *front_buffer;
+    /// When the listening socket rejoins the keeper's set after running out of descriptors (INFINITY: it is in).
+    double front_resume_at;
 };
 
 /// How often the streams' sockets are looked at while one holds bytes its client has not taken.
@@ -147,6 +163,29 @@ static void cut_locked(plings_httpd_server *server, struct connection_entry *ent
     server->open_cut++;
     (*counter)++;
     shutdown(entry->fd, SHUT_RDWR);
+}
+
+// Adds a new connection, waiting for its request from now, at the end of the list (the oldest come first). Lock held.
+static void append_locked(plings_httpd_server *server, struct connection_entry *entry, int fd, enum phase phase) {
+    entry->fd = fd;
+    entry->phase = phase;
+    entry->since = monotonic_now();
+    entry->id = ++server->next_id;
+    entry->prev = server->tail;
+    if (server->tail != NULL) server->tail->next = entry;
+    else server->head = entry;
+    server->tail = entry;
+    server->open++;
+}
+
+// Takes a connection out of the list (it is closed, or libmicrohttpd closes it). Lock held.
+static void unlink_locked(plings_httpd_server *server, struct connection_entry *entry) {
+    if (entry->prev != NULL) entry->prev->next = entry->next;
+    else server->head = entry->next;
+    if (entry->next != NULL) entry->next->prev = entry->prev;
+    else server->tail = entry->prev;
+    server->open--;
+    if (entry->cut) server->open_cut--;
 }
 
 // A listening socket made here rather than by MHD, so a failure says why (MHD only returns NULL).
@@ -448,37 +487,298 @@ static void look_at_stream(struct connection_entry *entry, struct stream *stream
     if (queued > 0) *holds_bytes = 1;
 }
 
+// ---- The front (plain HTTP) ----
+// libmicrohttpd 0.9.75 answers a few malformed requests itself, before any callback of ours sees them: 431 and 414
+// for a head over its buffer, 505 for another HTTP version, a 400 whose header block it writes twice for an
+// invalid Content-Length, and nothing at all (a close) for a request line or header line it cannot parse; none
+// carries no-store, nosniff or a Content-Type. So over plain HTTP the keeper accepts connections itself and looks
+// at each request head in the socket's receive queue without taking it (MSG_PEEK, again at each new segment)
+// until the head is complete: a malformed head it answers itself and closes; a good one it hands, still unread,
+// to libmicrohttpd (MHD_add_connection), which reads and parses it as if it had accepted the connection. Every
+// answer then closes its connection (no keep-alive), so every request passes the front. Over TLS the head is not
+// readable before libmicrohttpd decrypts it, so there is no front and those few answers stay the library's.
+
+/// The largest request head (its line and headers) the front takes; libmicrohttpd's buffer is larger, so it never
+/// refuses a head the front passed.
+#define FRONT_HEAD_LIMIT (64 * 1024)
+/// How long a refused connection is read and thrown away after its answer, so that closing it with unread bytes
+/// does not reset the connection before its client has read the answer.
+static const double front_linger = 2;
+/// The listening socket's id in the keeper's epoll set (0 is the wake eventfd, the others are entries' ids).
+static const uint64_t front_listen_id = UINT64_MAX;
+
+static int is_tchar(unsigned char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+// Where the request line begins: empty lines before it are skipped (RFC 9112 section 2.2).
+static size_t head_start(const char *b, size_t n) {
+    size_t i = 0;
+    while (i < n && (b[i] == '\n' || (b[i] == '\r' && i + 1 < n && b[i + 1] == '\n'))) i += b[i] == '\r' ? 2 : 1;
+    return i;
+}
+
+// Just past the empty line that ends a head beginning at `start`; 0 while it has not all come.
+static size_t head_end(const char *b, size_t start, size_t n) {
+    for (size_t i = start; i < n; i++) {
+        if (b[i] != '\n') continue;
+        if (i + 1 < n && b[i + 1] == '\n') return i + 2;
+        if (i + 2 < n && b[i + 1] == '\r' && b[i + 2] == '\n') return i + 3;
+    }
+    return 0;
+}
+
+// The end of the line at `from` (its LF, which is there) and where its content stops (before a CR that ends it).
+static size_t line_at(const char *b, size_t from, size_t *stop) {
+    size_t end = from;
+    while (b[end] != '\n') end++;
+    *stop = end > from && b[end - 1] == '\r' ? end - 1 : end;
+    return end;
+}
+
+// Whether a complete request head [start, end) is one the server can act on (RFC 9112 sections 3, 5 and 6.3);
+// NULL when it is, else why not, with the status to answer (400, 411 or 505). The Host rules and the target's
+// percent-encoded control bytes are checked later, on the parsed request, as they are over TLS.
+static const char *check_head(const char *b, size_t start, size_t end, unsigned *status) {
+    *status = 400;
+    size_t stop, line_end = line_at(b, start, &stop);
+    // request-line = method SP request-target SP HTTP-version
+    size_t p = start;
+    while (p < stop && is_tchar((unsigned char)b[p])) p++;
+    if (p == start || p >= stop || b[p] != ' ') return "a malformed request line";
+    size_t target = ++p;
+    while (p < stop && (unsigned char)b[p] > ' ' && b[p] != 0x7f) p++;
+    if (p < stop && b[p] != ' ') return b[p] == 0 ? "a NUL byte in the request target"
+                                                  : "a control byte in the request target";
+    if (p == target || p >= stop) return "a malformed request line";
+    const char *version = b + p + 1;
+    if (stop - p - 1 != 8 || memcmp(version, "HTTP/", 5) != 0 || version[5] < '0' || version[5] > '9' ||
+        version[6] != '.' || version[7] < '0' || version[7] > '9')
+        return "a malformed request line";
+    if (version[5] != '1' || (version[7] != '0' && version[7] != '1')) {
+        *status = 505;
+        return "HTTP version not supported";
+    }
+    // field-line = field-name ":" OWS field-value OWS
+    const char *length = NULL;
+    size_t length_size = 0;
+    int transfer_encodings = 0;
+    for (size_t i = line_end + 1; i < end; i = line_end + 1) {
+        line_end = line_at(b, i, &stop);
+        if (stop == i) break;
+        if (b[i] == ' ' || b[i] == '\t') return "a folded header line";
+        for (p = i; p < stop && is_tchar((unsigned char)b[p]);) p++;
+        if (p == i || p >= stop || b[p] != ':') return "a malformed header name";
+        const char *name = b + i;
+        size_t name_size = p - i;
+        for (size_t k = ++p; k < stop; k++) {
+            if (b[k] == 0) return "a NUL byte in a header";
+            if (is_control((unsigned char)b[k], 1)) return "a control byte in a header";
+        }
+        while (p < stop && (b[p] == ' ' || b[p] == '\t')) p++;
+        size_t q = stop;
+        while (q > p && (b[q - 1] == ' ' || b[q - 1] == '\t')) q--;
+        if (name_size == 14 && strncasecmp(name, "Content-Length", 14) == 0) {
+            if (q == p || q - p > 18) return "an invalid Content-Length";
+            for (size_t k = p; k < q; k++) {
+                if (b[k] < '0' || b[k] > '9') return "an invalid Content-Length";
+            }
+            if (length != NULL && (length_size != q - p || memcmp(length, b + p, q - p) != 0))
+                return "two different Content-Length headers";
+            length = b + p;
+            length_size = q - p;
+        } else if (name_size == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0) {
+            transfer_encodings++;
+        }
+    }
+    if (length != NULL && transfer_encodings > 0) return "Content-Length together with Transfer-Encoding";
+    if (transfer_encodings > 0) {
+        // A chunked body is valid HTTP/1.1, but nothing here takes one (the one form is small), and refusing it
+        // leaves no body framing to libmicrohttpd's own error answers.
+        *status = 411;
+        return "a request body needs Content-Length";
+    }
+    return NULL;
+}
+
+// Reads and drops what a refused client still sends; 1 when it has closed (or failed) and the socket can go.
+static int front_drain(plings_httpd_server *server, int fd) {
+    for (;;) {
+        ssize_t got = recv(fd, server->front_buffer, FRONT_HEAD_LIMIT, MSG_DONTWAIT);
+        if (got > 0) continue;
+        return got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    }
+}
+
+// Closes a connection the front still owns and forgets it. Lock held; only the keeper calls it.
+static void front_close_locked(plings_httpd_server *server, struct connection_entry *entry) {
+    close(entry->fd);  // also leaves the epoll set
+    unlink_locked(server, entry);
+    free(entry);
+}
+
+// Answers a head the front refuses, with the headers every answer carries, and begins closing. Lock held.
+static void front_refuse_locked(plings_httpd_server *server, struct connection_entry *entry, unsigned status,
+                                const char *why) {
+    static const char *const days[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+    static const char *const months[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                         "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+    const char *reason = status == 505   ? "HTTP Version Not Supported"
+                         : status == 431 ? "Request Header Fields Too Large"
+                         : status == 414 ? "URI Too Long"
+                         : status == 411 ? "Length Required"
+                                         : "Bad Request";
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    char body[160], text[640];
+    snprintf(body, sizeof body, status == 400 ? "bad request: %s\n" : "%s\n", why);
+    int length = snprintf(text, sizeof text,
+                          "HTTP/1.1 %u %s\r\nDate: %s, %02d %s %d %02d:%02d:%02d GMT\r\n"
+                          "Content-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\n"
+                          "X-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: %zu\r\n\r\n%s",
+                          status, reason, days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900,
+                          tm.tm_hour, tm.tm_min, tm.tm_sec, strlen(body), body);
+    // A few hundred bytes into an empty send buffer: written whole or the client is gone.
+    ssize_t sent = send(entry->fd, text, (size_t)length, MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)sent;
+    shutdown(entry->fd, SHUT_WR);
+    server->counts.refused_malformed++;
+    entry->phase = PHASE_CLOSING;
+    entry->since = monotonic_now();
+    if (front_drain(server, entry->fd)) front_close_locked(server, entry);
+}
+
+// At `connection_limit`: the connection that has waited longest for a request goes (an idle or incomplete one), so
+// a new request gets in; when every other one is busy, the newcomer goes. Lock held.
+static void make_room_locked(plings_httpd_server *server, struct connection_entry *newcomer) {
+    if (server->open - server->open_cut <= server->connection_limit) return;
+    struct connection_entry *oldest = NULL;
+    for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
+        if (!e->cut && (e->phase == PHASE_WAITING || e->phase == PHASE_FRONT)) {
+            oldest = e;
+            break;
+        }
+    }
+    struct connection_entry *gone = oldest != NULL ? oldest : newcomer;
+    if (gone->phase == PHASE_FRONT) {
+        server->counts.closed_at_limit++;
+        front_close_locked(server, gone);
+    } else {
+        cut_locked(server, gone, &server->counts.closed_at_limit);
+    }
+}
+
+// Takes every connection waiting in the listening socket's queue. Lock held.
+static void front_accept_locked(plings_httpd_server *server) {
+    for (;;) {
+        struct sockaddr_storage address;
+        socklen_t address_length = sizeof address;
+        int fd = accept4(server->front_fd, (struct sockaddr *)&address, &address_length,
+                         SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED) continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+                // Out of descriptors: the queue waits (the listening socket leaves the set for a second rather
+                // than wake the keeper at once again).
+                epoll_ctl(server->keeper_epoll, EPOLL_CTL_DEL, server->front_fd, NULL);
+                server->front_resume_at = monotonic_now() + 1;
+            }
+            return;
+        }
+        struct connection_entry *entry = calloc(1, sizeof *entry);
+        if (entry == NULL) {
+            close(fd);
+            return;
+        }
+        entry->address = address;
+        entry->address_length = address_length;
+        append_locked(server, entry, fd, PHASE_FRONT);
+        // Each new segment is an edge: the head is looked at again only when more of it came.
+        struct epoll_event event = {.events = EPOLLIN | EPOLLRDHUP | EPOLLET, .data.u64 = entry->id};
+        if (epoll_ctl(server->keeper_epoll, EPOLL_CTL_ADD, fd, &event) != 0) {
+            front_close_locked(server, entry);
+            continue;
+        }
+        make_room_locked(server, entry);  // (the keeper looks at every deadline after this)
+    }
+}
+
+// More of a head came (or its client hung up). Returns 1 when the head is complete and good: the entry is then
+// PHASE_HANDED and the caller hands its socket to libmicrohttpd. Lock held.
+static int front_look_locked(plings_httpd_server *server, struct connection_entry *entry, uint32_t events) {
+    if (entry->phase == PHASE_CLOSING) {
+        if (front_drain(server, entry->fd)) front_close_locked(server, entry);
+        return 0;
+    }
+    ssize_t got = recv(entry->fd, server->front_buffer, FRONT_HEAD_LIMIT + 1, MSG_PEEK | MSG_DONTWAIT);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return 0;
+    if (got <= 0) {
+        front_close_locked(server, entry);
+        return 0;
+    }
+    size_t n = (size_t)got, start = head_start(server->front_buffer, n);
+    size_t end = head_end(server->front_buffer, start, n > FRONT_HEAD_LIMIT ? FRONT_HEAD_LIMIT : n);
+    if (end == 0) {
+        if (n > FRONT_HEAD_LIMIT) {
+            int line_ended = memchr(server->front_buffer + start, '\n', FRONT_HEAD_LIMIT - start) != NULL;
+            if (line_ended) front_refuse_locked(server, entry, 431, "request header fields too large");
+            else front_refuse_locked(server, entry, 414, "request line too long");
+        } else if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+            front_close_locked(server, entry);  // it left before its request was complete
+        }
+        return 0;
+    }
+    unsigned status;
+    const char *why = check_head(server->front_buffer, start, end, &status);
+    if (why != NULL) {
+        front_refuse_locked(server, entry, status, why);
+        return 0;
+    }
+    epoll_ctl(server->keeper_epoll, EPOLL_CTL_DEL, entry->fd, NULL);
+    entry->phase = PHASE_HANDED;
+    return 1;
+}
+
+// Hands a good head's socket to libmicrohttpd (outside the lock: it may take it up on this thread).
+static void front_hand_over(plings_httpd_server *server, struct connection_entry *entry) {
+    pthread_mutex_lock(&server->lock);
+    int fd = entry->fd;
+    struct sockaddr_storage address = entry->address;
+    socklen_t address_length = entry->address_length;
+    pthread_mutex_unlock(&server->lock);
+    if (MHD_add_connection(server->daemon, fd, (const struct sockaddr *)&address, address_length) == MHD_YES) return;
+    // Not taken (out of memory): libmicrohttpd closed the socket and never saw it start.
+    pthread_mutex_lock(&server->lock);
+    unlink_locked(server, entry);
+    pthread_mutex_unlock(&server->lock);
+    free(entry);
+}
+
 static void notify_connection(void *cls, struct MHD_Connection *connection, void **socket_context,
                               enum MHD_ConnectionNotificationCode code) {
     plings_httpd_server *server = cls;
     if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-        struct connection_entry *entry = calloc(1, sizeof *entry);
-        if (entry == NULL) return;
         const union MHD_ConnectionInfo *fd = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-        entry->connection = connection;
-        entry->fd = fd != NULL ? fd->connect_fd : -1;
-        entry->phase = PHASE_WAITING;
-        entry->since = monotonic_now();
+        int socket = fd != NULL ? fd->connect_fd : -1;
         pthread_mutex_lock(&server->lock);
-        entry->id = ++server->next_id;
-        entry->prev = server->tail;
-        if (server->tail != NULL) server->tail->next = entry;
-        else server->head = entry;
-        server->tail = entry;
-        server->open++;
-        if (server->open - server->open_cut > server->connection_limit) {
-            // At the limit: the connection that has waited longest for a request goes (an idle or incomplete
-            // one), so a new request gets in; when every other one is busy, the new one goes.
-            struct connection_entry *oldest = NULL;
-            for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
-                if (!e->cut && e->phase == PHASE_WAITING) {
-                    oldest = e;
-                    break;
-                }
+        // A connection the front handed over keeps its entry (and when it began waiting).
+        struct connection_entry *entry = NULL;
+        for (struct connection_entry *e = server->head; e != NULL && socket >= 0; e = e->next) {
+            if (e->phase == PHASE_HANDED && e->fd == socket) {
+                entry = e;
+                entry->connection = connection;
+                entry->phase = PHASE_WAITING;
+                break;
             }
-            cut_locked(server, oldest != NULL ? oldest : entry, &server->counts.closed_at_limit);
         }
-        wake_keeper_locked(server, entry->since + server->request_timeout);
+        if (entry == NULL && (entry = calloc(1, sizeof *entry)) != NULL) {
+            entry->connection = connection;
+            append_locked(server, entry, socket, PHASE_WAITING);
+            make_room_locked(server, entry);
+            wake_keeper_locked(server, entry->since + server->request_timeout);
+        }
         pthread_mutex_unlock(&server->lock);
         *socket_context = entry;
         return;
@@ -487,12 +787,7 @@ static void notify_connection(void *cls, struct MHD_Connection *connection, void
     if (entry == NULL) return;
     *socket_context = NULL;
     pthread_mutex_lock(&server->lock);
-    if (entry->prev != NULL) entry->prev->next = entry->next;
-    else server->head = entry->next;
-    if (entry->next != NULL) entry->next->prev = entry->prev;
-    else server->tail = entry->prev;
-    server->open--;
-    if (entry->cut) server->open_cut--;
+    unlink_locked(server, entry);
     if (entry->stream != NULL) {
         epoll_ctl(server->keeper_epoll, EPOLL_CTL_DEL, entry->fd, NULL);
         entry->stream->entry = NULL;
@@ -532,7 +827,28 @@ static void *keeper_main(void *cls) {
         double soon = now + 0.05;
         double next = INFINITY;
         int check_stalls = server->next_stall_check <= soon, holds_bytes = 0;
-        for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
+        if (server->front_resume_at <= soon) {
+            struct epoll_event listen_event = {.events = EPOLLIN, .data.u64 = front_listen_id};
+            epoll_ctl(server->keeper_epoll, EPOLL_CTL_ADD, server->front_fd, &listen_event);
+            server->front_resume_at = INFINITY;
+        }
+        if (server->front_resume_at < next) next = server->front_resume_at;
+        for (struct connection_entry *e = server->head, *after; e != NULL; e = after) {
+            after = e->next;
+            if (e->phase == PHASE_FRONT || e->phase == PHASE_CLOSING || e->phase == PHASE_HANDED) {
+                double deadline = e->since + (e->phase == PHASE_CLOSING ? front_linger : server->request_timeout);
+                if (deadline > soon) {
+                    if (deadline < next) next = deadline;
+                } else if (e->phase == PHASE_HANDED) {
+                    // libmicrohttpd never took it up (it failed inside): its socket is its own, only the entry goes.
+                    unlink_locked(server, e);
+                    free(e);
+                } else {
+                    if (e->phase == PHASE_FRONT) server->counts.closed_incomplete++;
+                    front_close_locked(server, e);
+                }
+                continue;
+            }
             if (e->cut) continue;
             struct stream *stream = e->stream;
             if (e->phase == PHASE_WAITING) {
@@ -585,11 +901,23 @@ static void *keeper_main(void *cls) {
                 (void)taken;
                 continue;
             }
-            // A stream's client hung up: its stream ends now (libmicrohttpd would notice only at its next write).
+            if (id == front_listen_id) {
+                pthread_mutex_lock(&server->lock);
+                front_accept_locked(server);
+                pthread_mutex_unlock(&server->lock);
+                continue;
+            }
+            // More of a head at the front; or a stream's client hung up: its stream ends now (libmicrohttpd would
+            // notice only at its next write).
             struct MHD_Connection *gone = NULL;
+            struct connection_entry *handed = NULL;
             pthread_mutex_lock(&server->lock);
             for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
                 if (e->id != id) continue;
+                if (e->phase == PHASE_FRONT || e->phase == PHASE_CLOSING) {
+                    if (front_look_locked(server, e, events[i].events)) handed = e;
+                    break;
+                }
                 struct stream *stream = e->stream;
                 if (stream != NULL && !stream->gone) {
                     stream->gone = 1;
@@ -604,6 +932,7 @@ static void *keeper_main(void *cls) {
             }
             pthread_mutex_unlock(&server->lock);
             if (gone != NULL) MHD_resume_connection(gone);
+            if (handed != NULL) front_hand_over(server, handed);
         }
     }
     free(resume);
@@ -625,6 +954,12 @@ static void stop_keeper_thread(plings_httpd_server *server) {
 
 // After libmicrohttpd stopped: its CLOSED notifications use the keeper's epoll set.
 static void free_server(plings_httpd_server *server) {
+    // What is left: connections handed over that libmicrohttpd never took up (it closed their sockets).
+    for (struct connection_entry *e = server->head, *after; e != NULL; e = after) {
+        after = e->next;
+        free(e);
+    }
+    free(server->front_buffer);
     close(server->keeper_epoll);
     close(server->wake_fd);
     pthread_cond_destroy(&server->stream_ended);
@@ -678,6 +1013,8 @@ plings_httpd_server *plings_httpd_start(const plings_httpd_options *options, pli
     server->keepalive = options->keepalive;
     server->keeper_deadline = INFINITY;
     server->next_stall_check = INFINITY;
+    server->front_fd = -1;
+    server->front_resume_at = INFINITY;
     pthread_mutex_init(&server->lock, NULL);
     pthread_condattr_t monotonic;
     pthread_condattr_init(&monotonic);
@@ -713,21 +1050,36 @@ plings_httpd_server *plings_httpd_start(const plings_httpd_options *options, pli
             return NULL;
         }
         flags |= MHD_USE_TLS;
+    } else {
+        // The front accepts and hands each good request's connection over (see "The front").
+        server->front_buffer = malloc(FRONT_HEAD_LIMIT + 1);
+        if (server->front_buffer == NULL) {
+            close(fd);
+            stop_keeper_thread(server);
+            free_server(server);
+            set_error(error, error_size, "out of memory", 0);
+            return NULL;
+        }
+        flags |= MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
+        // Set before libmicrohttpd's thread starts (it reads it for every answer); watched only once it runs.
+        server->front_fd = fd;
     }
     struct MHD_OptionItem items[] = {
-        {MHD_OPTION_LISTEN_SOCKET, fd, NULL},
         // Beyond the limit the keeper closes the oldest waiting connection; libmicrohttpd's own limit, a little
         // higher, refuses only what arrives faster than the keeper closes.
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)(server->connection_limit + 64), NULL},
         // Silence while answering (the keeper watches requests and streams more closely).
         {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)options->connection_timeout, NULL},
-        // Request headers and the connection's buffers: bounded per connection.
-        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, 64 * 1024, NULL},
+        // Request headers and the connection's buffers: bounded per connection. Behind the front, larger than the
+        // largest head it passes, so libmicrohttpd never answers 431 or 414 itself.
+        {MHD_OPTION_CONNECTION_MEMORY_LIMIT, tls ? 64 * 1024 : 2 * FRONT_HEAD_LIMIT, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_completed, server},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)notify_connection, server},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)note_target, NULL},
         // Handlers run Swift and SQLite on this one thread.
         {MHD_OPTION_THREAD_STACK_SIZE, 1024 * 1024, NULL},
+        // Over TLS libmicrohttpd accepts on the socket itself (MHD_OPTION_END ends the array for plain HTTP).
+        {tls ? MHD_OPTION_LISTEN_SOCKET : MHD_OPTION_END, fd, NULL},
         {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, (void *)options->cert_pem},
         {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)options->key_pem},
         {MHD_OPTION_END, 0, NULL},
@@ -741,6 +1093,16 @@ plings_httpd_server *plings_httpd_start(const plings_httpd_options *options, pli
         set_error(error, error_size, tls ? "cannot start (is the certificate or key malformed?)" : "cannot start",
                   0);
         return NULL;
+    }
+    if (!tls) {
+        // Taken until the queue is empty, so accept must not wait.
+        fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+        struct epoll_event listen_event = {.events = EPOLLIN, .data.u64 = front_listen_id};
+        if (epoll_ctl(server->keeper_epoll, EPOLL_CTL_ADD, fd, &listen_event) != 0) {
+            set_error(error, error_size, "cannot watch its listening socket", errno);
+            plings_httpd_stop(server);
+            return NULL;
+        }
     }
     return server;
 }
@@ -783,6 +1145,14 @@ void plings_httpd_stop(plings_httpd_server *server) {
     }
     pthread_mutex_unlock(&server->lock);
     stop_keeper_thread(server);
+    // The front's own connections and its listening socket (the keeper, their only user, has stopped).
+    pthread_mutex_lock(&server->lock);
+    for (struct connection_entry *e = server->head, *after; e != NULL; e = after) {
+        after = e->next;
+        if (e->phase == PHASE_FRONT || e->phase == PHASE_CLOSING) front_close_locked(server, e);
+    }
+    pthread_mutex_unlock(&server->lock);
+    if (server->front_fd >= 0) close(server->front_fd);
     MHD_stop_daemon(server->daemon);
     free_server(server);
 }
@@ -822,6 +1192,9 @@ static int queue(plings_httpd_request *request, unsigned status, const char *con
         return 0;
     }
     add_headers(response, headers);
+    // Behind the front every answer closes its connection, so the next request passes the front too.
+    if (request->server != NULL && request->server->front_fd >= 0)
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
     request->result = MHD_queue_response(request->connection, status, response);
     MHD_destroy_response(response);
     return request->result == MHD_YES;
@@ -947,7 +1320,7 @@ plings_httpd_counts plings_httpd_get_counts(plings_httpd_server *server) {
     plings_httpd_counts counts = server->counts;
     for (struct connection_entry *e = server->head; e != NULL; e = e->next) {
         if (e->cut) continue;
-        if (e->phase == PHASE_WAITING) counts.waiting++;
+        if (e->phase == PHASE_WAITING || e->phase == PHASE_FRONT || e->phase == PHASE_HANDED) counts.waiting++;
         else if (e->phase == PHASE_STREAM) counts.streaming++;
         else counts.answering++;
     }

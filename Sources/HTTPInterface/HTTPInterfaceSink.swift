@@ -205,12 +205,13 @@ final class HTTPInterfaceSink: ScanSink {
         for (reason, count) in [
             ("incomplete", counts.closed_incomplete), ("stalled", counts.closed_stalled),
             ("limit", counts.closed_at_limit), ("left", counts.streams_left),
+            ("malformed", counts.refused_malformed),
         ] {
             m.add(
                 "plings_bridge_http_closed_total", Double(count), labels: [("reason", reason)],
                 help: "Connections closed by the interface: no whole request within 10 s (incomplete), a stream not "
-                    + "read for 60 s (stalled), the oldest waiting one at http.maxClients (limit); streams whose "
-                    + "client hung up (left)", type: "counter")
+                    + "read for 60 s (stalled), the oldest waiting one at http.maxClients (limit), a malformed "
+                    + "request head refused (malformed); streams whose client hung up (left)", type: "counter")
         }
     }
 }

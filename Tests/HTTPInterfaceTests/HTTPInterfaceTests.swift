@@ -361,7 +361,9 @@ struct HTTPInterfaceTests {
     /// target or a header (a NUL would cut what the handler sees: `/status%00.html` served `/status`), no Host or two
     /// in HTTP/1.1 and a Host that is not `host[:port]` (RFC 9110 section 7.2, RFC 3986 section 3.2.2), whitespace
     /// before a header's colon, Content-Length beside Transfer-Encoding or two that differ (RFC 9112 sections
-    /// 3.2, 5.1 and 6.3): each gets one 400, with `no-store` and `nosniff`, and the connection closed. The
+    /// 3.2, 5.1 and 6.3), and what libmicrohttpd used to answer itself (an invalid Content-Length, a line that is
+    /// not a request line or a header line): each gets one 400, with `no-store` and `nosniff`, and the connection
+    /// closed; another HTTP version, a chunked body and heads over 64 KiB get 505, 411, 414 and 431 likewise. The
     /// well-formed ones beside them are answered as before, and the Bearer scheme is case-insensitive.
     @Test func malformedRequestsGet400AndClose() throws {
         let token = "tok-\(UUID().uuidString)"
@@ -392,6 +394,22 @@ struct HTTPInterfaceTests {
             "contentLengthAndChunked":
                 "GET /status HTTP/1.1\r\n\(host)Content-Length: 0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
             "twoContentLengths": "GET /status HTTP/1.1\r\n\(host)Content-Length: 0\r\nContent-Length: 5\r\n\r\n",
+            // What libmicrohttpd 0.9.75 answered itself: its 400 written twice, or nothing at all.
+            "invalidContentLength": "POST /login HTTP/1.1\r\n\(host)Content-Length: abc\r\n\r\n",
+            "notARequestLine": "GARBAGE\r\n\r\n",
+            "noVersion": "GET /healthz\r\n\r\n",
+            "headerWithoutColon": "GET /healthz HTTP/1.1\r\n\(host)Bogus\r\n\r\n",
+            "foldedHeader": "GET /healthz HTTP/1.1\r\n\(host)X-A: a\r\n b\r\n\r\n",
+        ]
+        // The other answers libmicrohttpd wrote itself, now with the same headers: RFC 9110 sections 15.5.12
+        // (411), 15.5.15 (414), 15.6.6 (505) and RFC 6585 section 5 (431), at the documented 64 KiB.
+        let refused: [String: (request: String, status: Int)] = [
+            "otherVersion": ("GET /healthz HTTP/2.0\r\n\(host)\r\n", 505),
+            "chunkedBody": ("POST /login HTTP/1.1\r\n\(host)Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 411),
+            "headersOver64KiB": (
+                "GET /healthz HTTP/1.1\r\n\(host)X-A: \(String(repeating: "a", count: 66_000))\r\n\r\n", 431
+            ),
+            "requestLineOver64KiB": ("GET /\(String(repeating: "a", count: 66_000)) HTTP/1.1\r\n\(host)\r\n", 414),
         ]
         let wellFormed: [String: String] = [
             "plain": "GET /status HTTP/1.1\r\n\(host)\(close)",
@@ -419,9 +437,24 @@ struct HTTPInterfaceTests {
             #expect(answer["headers"]?["cache-control"]?.stringValue == "no-store", "\(name)")
             #expect(answer["headers"]?["x-content-type-options"]?.stringValue == "nosniff", "\(name)")
         }
+        for (name, answer) in try send(refused.mapValues(\.request)) {
+            #expect(answer["status"] == .integer(refused[name]?.status ?? 0), "\(name): \(answer.encoded())")
+            #expect(answer["statusLines"] == .integer(1), "\(name): \(answer.encoded())")
+            #expect(answer["closed"] == .bool(true), "\(name)")
+            #expect(answer["headers"]?["content-type"]?.stringValue == "text/plain; charset=utf-8", "\(name)")
+            #expect(answer["headers"]?["cache-control"]?.stringValue == "no-store", "\(name)")
+            #expect(answer["headers"]?["x-content-type-options"]?.stringValue == "nosniff", "\(name)")
+        }
         for (name, answer) in try send(wellFormed) {
             #expect(answer["status"] == .integer(200), "\(name): \(answer.encoded())")
         }
+        // The front counts what it refused: at least the five cases and the four statuses libmicrohttpd answered.
+        let metrics = try get(open.base + "/metrics").body
+        let line = metrics.split(separator: "\n").first {
+            $0.hasPrefix("plings_bridge_http_closed_total{reason=\"malformed\"}")
+        }
+        #expect(
+            (line?.split(separator: " ").last.flatMap { Double($0) } ?? 0) >= Double(refused.count + 5), "\(metrics)")
         // RFC 9110 section 11.1: the scheme is case-insensitive.
         bridge.stop()
         let guarded = try setup(http: "\"tokenFile\": \"\(tokenFile.file("t"))\"")

@@ -46,6 +46,7 @@ typedef struct plings_httpd_counts {
     uint64_t closed_stalled;      ///< a stream its client did not read for `stall_timeout`
     uint64_t closed_at_limit;     ///< closed to make room at `connection_limit`
     uint64_t streams_left;        ///< streams whose client hung up
+    uint64_t refused_malformed;   ///< request heads the front refused (400, 411, 414, 431, 505), plain HTTP only
 } plings_httpd_counts;
 
 /// Binds, listens and starts serving. On failure returns NULL with a one-line reason in `error`.
