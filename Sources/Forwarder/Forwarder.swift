@@ -245,11 +245,15 @@ public final class Forwarder: Service {
                 // worker finishing (which updates the state and so re-checks this) or the backoff's end (`until`).
                 // A wake-up that brought an earlier end of the backoff (a worker's failure, just recorded) ends
                 // this wait too, so the next one is set to it: nothing else would end a wait with no deadline.
+                // Only a backoff still ahead counts: one that has passed stays in `notBefore` while the probe it
+                // let through is in flight, and every commit's wake-up would then spin this loop until the probe
+                // ends (a slow API's whole timeout).
                 state.wait(until: until) { s in
-                    s.stopping
-                        || (s.wakeRequested
-                            && (Forwarder.capacity(s, now: MonotonicClock.now()) > 0
-                                || (s.health.notBefore ?? .infinity) < until))
+                    guard !s.stopping else { return true }
+                    guard s.wakeRequested else { return false }
+                    let now = MonotonicClock.now()
+                    if Forwarder.capacity(s, now: now) > 0 { return true }
+                    return s.health.notBefore.map { $0 > now && $0 < until } ?? false
                 }
             }
         }

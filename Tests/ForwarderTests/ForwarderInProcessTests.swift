@@ -32,17 +32,24 @@ struct ForwarderInProcessTests {
             }
         }
 
-        func settings() -> APISettings {
+        func settings(timeout: Double = 5) -> APISettings {
             APISettings(
-                url: api.url, token: api.token, document: GraphQLRequestBody.defaultDocument, timeout: 5,
+                url: api.url, token: api.token, document: GraphQLRequestBody.defaultDocument, timeout: timeout,
                 concurrency: 1, allowInsecureHTTP: true, userAgent: "plings-bridge-test")
         }
 
-        func forwarder() -> Forwarder {
+        func forwarder(timeout: Double = 5) -> Forwarder {
             let (changes, recorded) = (self.changes, self.recorded)
             return Forwarder(
-                spool: spool, settings: settings(), logger: Logger(minimum: .error),
+                spool: spool, settings: settings(timeout: timeout), logger: Logger(minimum: .error),
                 healthChanged: { changes.update { $0 += 1 } }, delivered: { recorded.update { $0 += 1 } })
+        }
+
+        /// Commits one more scan, as the pipeline does.
+        func commit(_ identifier: String) throws {
+            let read = Read(
+                sourceKind: .manual, device: "t", raw: "https://s.plings.io/?t=q&i=\(identifier)&p=1", time: Date())
+            try spool.insert([ScanBuilder(parser: PlingsURLParser()).build(read, fix: nil)])
         }
 
         func delivered() throws -> Int { try spool.stats().counts[.delivered] ?? 0 }
@@ -103,5 +110,48 @@ struct ForwarderInProcessTests {
         #expect(rig.changes.withLock { $0 } == 2)
         #expect(rig.awaitDelivered(2, timeout: 10))
         #expect(forwarder.currentHealth == .healthy)
+    }
+
+    /// While failing, the probe the backoff let through is in flight and scans keep being committed: the
+    /// coordinator waits for the probe's outcome instead of looking again at each commit's wake-up. It once spun
+    /// through the whole probe (4 s of CPU in the soak, behind a slow API). The measure is the kernel's count of
+    /// the CPU time of the coordinator thread ("forwarder"), over the probe: a wait uses none of it.
+    @Test func aProbeInFlightIsAwaitedWithoutSpinning() throws {
+        let rig = try Rig(scans: ["Sa"])
+        defer { rig.teardown() }
+        // Every answer comes 5 s late, after the 3 s timeout: the first attempt fails, so does the probe.
+        try rig.api.setMode("slow", ["delay": 5])
+        let forwarder = rig.forwarder(timeout: 3)
+        forwarder.start()
+        defer { forwarder.stop(timeout: 3) }
+        // The second request is the backoff's probe: in flight from its arrival until the timeout.
+        #expect(try rig.api.requests(min: 2, wait: 15).count >= 2)
+        let outcomes = rig.recorded.withLock { $0 }
+        let before = Self.coordinatorTicks()
+        for identifier in ["Sb", "Sc", "Sd"] {
+            try rig.commit(identifier)
+            forwarder.wake()
+        }
+        #expect(rig.recorded.wait(until: MonotonicClock.deadline(after: 15)) { $0 > outcomes })
+        let used = Self.coordinatorTicks() - before
+        // The probe was in flight for most of its 3 s timeout; spinning used about all of it (~250 ticks).
+        #expect(used < 20, "the coordinator used \(used) clock ticks while the probe was in flight")
+        #expect(forwarder.currentHealth != .healthy)
+    }
+
+    /// CPU time (user and system, in clock ticks) of this process's threads named "forwarder": the coordinators.
+    static func coordinatorTicks() -> Int {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.reduce(0) { sum, task in
+            let comm = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? ""
+            guard comm.trimmingCharacters(in: .whitespacesAndNewlines) == "forwarder",
+                let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return sum }
+            // proc(5): after the command come state, ..., utime (14th field) and stime (15th).
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard fields.count > 12 else { return sum }
+            return sum + (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
+        }
     }
 }
