@@ -337,9 +337,13 @@ static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const ch
 
 // The framing rules of RFC 9112 (sections 3.2 and 6.3) that MHD leaves to the application, checked once per
 // request before anything acts on it: one Host (exactly one in HTTP/1.1), no Content-Length beside a
-// Transfer-Encoding, no two Content-Lengths that differ, nothing hidden behind a NUL. NULL when it holds.
+// Transfer-Encoding, no two Content-Lengths that differ, nothing hidden behind a NUL. NULL when it holds. Over TLS
+// only: over plain HTTP the front checked the same rules on the raw head. A percent-encoded control byte in the
+// target (found while MHD decoded it) is refused over both.
 static const char *malformed_request(plings_httpd_request *request, const char *method, const char *version) {
     if (request->malformed != NULL) return request->malformed;
+    // Over plain HTTP the front checked all of this on the raw head before handing the socket over (`check_head`).
+    if (request->server->front_fd >= 0) return NULL;
     // MHD parses the request line in place: the version follows the target's terminating NUL. Anything more in
     // between was behind a NUL byte inside the target.
     if (request->raw_target != NULL && version > request->raw_target &&
@@ -537,9 +541,10 @@ static size_t line_at(const char *b, size_t from, size_t *stop) {
     return end;
 }
 
-// Whether a complete request head [start, end) is one the server can act on (RFC 9112 sections 3, 5 and 6.3);
-// NULL when it is, else why not, with the status to answer (400, 411 or 505). The Host rules and the target's
-// percent-encoded control bytes are checked later, on the parsed request, as they are over TLS.
+// Whether a complete request head [start, end) is one the server can act on (RFC 9112 sections 3, 3.2, 5 and 6.3);
+// NULL when it is, else why not, with the status to answer (400, 411 or 505). Over plain HTTP these are the only
+// checks of the framing (`malformed_request` repeats them on the parsed request only over TLS, where no raw head
+// is seen); the target's percent-encoded control bytes and the Host value are checked later, on the parsed request.
 static const char *check_head(const char *b, size_t start, size_t end, unsigned *status) {
     *status = 400;
     size_t stop, line_end = line_at(b, start, &stop);
@@ -563,7 +568,7 @@ static const char *check_head(const char *b, size_t start, size_t end, unsigned 
     // field-line = field-name ":" OWS field-value OWS
     const char *length = NULL;
     size_t length_size = 0;
-    int transfer_encodings = 0;
+    int transfer_encodings = 0, hosts = 0;
     for (size_t i = line_end + 1; i < end; i = line_end + 1) {
         line_end = line_at(b, i, &stop);
         if (stop == i) break;
@@ -590,8 +595,12 @@ static const char *check_head(const char *b, size_t start, size_t end, unsigned 
             length_size = q - p;
         } else if (name_size == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0) {
             transfer_encodings++;
+        } else if (name_size == 4 && strncasecmp(name, "Host", 4) == 0) {
+            hosts++;
         }
     }
+    if (hosts > 1) return "more than one Host header";
+    if (hosts == 0 && version[7] == '1') return "no Host header";
     if (length != NULL && transfer_encodings > 0) return "Content-Length together with Transfer-Encoding";
     if (transfer_encodings > 0) {
         // A chunked body is valid HTTP/1.1, but nothing here takes one (the one form is small), and refusing it
@@ -741,14 +750,12 @@ static int front_look_locked(plings_httpd_server *server, struct connection_entr
     return 1;
 }
 
-// Hands a good head's socket to libmicrohttpd (outside the lock: it may take it up on this thread).
+// Hands a good head's socket to libmicrohttpd (outside the lock: it may take it up on this thread). The entry's
+// socket and address were written by this thread when it accepted the connection and are never changed after.
 static void front_hand_over(plings_httpd_server *server, struct connection_entry *entry) {
-    pthread_mutex_lock(&server->lock);
-    int fd = entry->fd;
-    struct sockaddr_storage address = entry->address;
-    socklen_t address_length = entry->address_length;
-    pthread_mutex_unlock(&server->lock);
-    if (MHD_add_connection(server->daemon, fd, (const struct sockaddr *)&address, address_length) == MHD_YES) return;
+    if (MHD_add_connection(server->daemon, entry->fd, (const struct sockaddr *)&entry->address,
+                           entry->address_length) == MHD_YES)
+        return;
     // Not taken (out of memory): libmicrohttpd closed the socket and never saw it start.
     pthread_mutex_lock(&server->lock);
     unlink_locked(server, entry);
