@@ -267,16 +267,7 @@ public final class RunningProcess: Sendable {
     }
 
     /// CPU time the child has used so far (user + system, in clock ticks of 10 ms), from /proc; 0 once it is gone.
-    public var cpuTicks: Int {
-        let pid = process.processIdentifier
-        guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")")
-        else { return 0 }
-        let fields = stat[stat.index(after: close)...].split(separator: " ")
-        // Fields after the command: state is [0], utime [11], stime [12].
-        guard fields.count > 12 else { return 0 }
-        return (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
-    }
+    public var cpuTicks: Int { CPUTime.ticks(statPath: "/proc/\(process.processIdentifier)/stat") }
 
     /// Context switches of each of the child's threads so far (voluntary and not, from /proc/PID/task/*/status), by
     /// thread id: each is a wake-up of a thread, so their growth over an idle minute says how often the process is

@@ -23,13 +23,7 @@ struct ForwarderInProcessTests {
             api = try APIStandIn()
             dir = TemporaryDirectory("fwd-inproc")
             spool = try Spool(path: dir.file("spool.sqlite"))
-            let builder = ScanBuilder(parser: PlingsURLParser())
-            for identifier in identifiers {
-                let read = Read(
-                    sourceKind: .manual, device: "t", raw: "https://s.plings.io/?t=q&i=\(identifier)&p=1",
-                    time: Date())
-                try spool.insert([builder.build(read, fix: nil)])
-            }
+            for identifier in identifiers { try commit(identifier) }
         }
 
         func settings(timeout: Double = 5) -> APISettings {
@@ -127,31 +121,15 @@ struct ForwarderInProcessTests {
         // The second request is the backoff's probe: in flight from its arrival until the timeout.
         #expect(try rig.api.requests(min: 2, wait: 15).count >= 2)
         let outcomes = rig.recorded.withLock { $0 }
-        let before = Self.coordinatorTicks()
+        let before = CPUTime.ticks(ofThreadsNamed: "forwarder")
         for identifier in ["Sb", "Sc", "Sd"] {
             try rig.commit(identifier)
             forwarder.wake()
         }
         #expect(rig.recorded.wait(until: MonotonicClock.deadline(after: 15)) { $0 > outcomes })
-        let used = Self.coordinatorTicks() - before
+        let used = CPUTime.ticks(ofThreadsNamed: "forwarder") - before
         // The probe was in flight for most of its 3 s timeout; spinning used about all of it (~250 ticks).
         #expect(used < 20, "the coordinator used \(used) clock ticks while the probe was in flight")
         #expect(forwarder.currentHealth != .healthy)
-    }
-
-    /// CPU time (user and system, in clock ticks) of this process's threads named "forwarder": the coordinators.
-    static func coordinatorTicks() -> Int {
-        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.reduce(0) { sum, task in
-            let comm = (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8)) ?? ""
-            guard comm.trimmingCharacters(in: .whitespacesAndNewlines) == "forwarder",
-                let stat = try? String(contentsOfFile: "/proc/self/task/\(task)/stat", encoding: .utf8),
-                let close = stat.lastIndex(of: ")")
-            else { return sum }
-            // proc(5): after the command come state, ..., utime (14th field) and stime (15th).
-            let fields = stat[stat.index(after: close)...].split(separator: " ")
-            guard fields.count > 12 else { return sum }
-            return sum + (Int(fields[11]) ?? 0) + (Int(fields[12]) ?? 0)
-        }
     }
 }

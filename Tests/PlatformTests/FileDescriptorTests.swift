@@ -113,7 +113,7 @@ struct FileDescriptorTests {
     /// Runs `read` on a thread of its own, signals that thread with SIGUSR2 while it blocks, then writes the
     /// byte 42 to `writeEnd`; returns what `read` returned.
     static func interruptedRead(_ writeEnd: Int32, _ read: @escaping @Sendable () -> (Int, Int32)) -> (Int, Int32) {
-        let reader = Mutex<pthread_t?>(nil)
+        let reader = Monitor<pthread_t?>(nil)
         let result = Mutex<(Int, Int32)?>(nil)
         let done = DispatchSemaphore(value: 0)
         // The thread outlives the signalling (a signal to an ended thread is undefined).
@@ -124,7 +124,7 @@ struct FileDescriptorTests {
             sigemptyset(&set)
             sigaddset(&set, SIGUSR2)
             pthread_sigmask(SIG_UNBLOCK, &set, nil)
-            reader.withLock { $0 = pthread_self() }
+            reader.update { $0 = pthread_self() }
             let value = read()
             result.withLock { $0 = value }
             done.signal()
@@ -133,7 +133,7 @@ struct FileDescriptorTests {
         thread.start()
         // Interrupt it every 20 ms for 300 ms once it is about to read: it is blocked in read(2) for nearly all
         // of that time, so some signal lands there (a raw read then returns at once).
-        while reader.withLock({ $0 }) == nil { usleep(1000) }
+        guard reader.wait(until: MonotonicClock.deadline(after: 5), for: { $0 != nil }) else { return (-3, 0) }
         for _ in 0..<15 where result.withLock({ $0 }) == nil {
             if let id = reader.withLock({ $0 }) { pthread_kill(id, SIGUSR2) }
             usleep(20_000)
