@@ -20,12 +20,21 @@ enum SpoolBenchmark {
         }
         let scans = makeScans(count)
 
-        // Interleave the two measurements (raw, ours, raw, ours) so disk cache and CPU frequency treat them alike.
+        // Interleave the two measurements so disk cache and CPU frequency treat them alike, and take turns at going
+        // first (raw, ours; ours, raw; ...): on a disk the second run of a pair is measurably slower (about 3 %,
+        // docs/benchmarks.md, "The spool's commit rate, traced"), which a fixed order would charge to one side.
         var raw: [Double] = []
         var ours: [Double] = []
-        for round in 0..<3 {
-            raw.append(rawInserts(scans, path: "\(directory)/bench-raw-\(round).sqlite"))
-            ours.append(spoolInserts(scans, path: "\(directory)/bench-spool-\(round).sqlite"))
+        for round in 0..<4 {
+            let rawRun = { raw.append(rawInserts(scans, path: "\(directory)/bench-raw-\(round).sqlite")) }
+            let ourRun = { ours.append(spoolInserts(scans, path: "\(directory)/bench-spool-\(round).sqlite")) }
+            if round % 2 == 0 {
+                rawRun()
+                ourRun()
+            } else {
+                ourRun()
+                rawRun()
+            }
         }
         let burst = 1000
         let rawBurst = rawInserts(Array(scans.prefix(burst)), path: "\(directory)/bench-raw-burst.sqlite")
@@ -35,7 +44,7 @@ enum SpoolBenchmark {
 
         BenchTable.print([
             BenchRow(
-                metric: "spool commits/s, one read per transaction (median of 3, \(count) reads)",
+                metric: "spool commits/s, one read per transaction (median of 4, each first in turn, \(count) reads)",
                 ours: median(ours), baseline: median(raw), unit: "/s", goal: ">= 0.9 x raw SQLite"),
             BenchRow(
                 metric: "pipeline accept, one read at a time (submit -> durable ack)",
@@ -47,7 +56,12 @@ enum SpoolBenchmark {
         if !arguments.contains("--no-scale") { SpoolScaleBenchmark.run(arguments: ["--dir", directory]) }
     }
 
-    static func median(_ values: [Double]) -> Double { values.sorted()[values.count / 2] }
+    /// The middle value; of an even count, the mean of the middle two.
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        let middle = sorted.count / 2
+        return sorted.count % 2 == 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2
+    }
 
     static func makeScans(_ count: Int) -> [NewScan] {
         let builder = ScanBuilder(parser: PlingsURLParser())
