@@ -46,7 +46,8 @@ public final class Forwarder: Service {
     private let state: Monitor<State>
     /// The coordinator and the workers (`WorkerThread`: joinable, and an end nobody asked for is reported).
     private let workers = WorkerThreads()
-    private let spool: Spool
+    /// The API's queue in the spool: its claims, batches and outcomes.
+    private let ledger: DeliveryLedger
     private let logger: Logger
     /// Told after health changed (failing, resumed, paused), outside the lock: `status` follows at once.
     private let healthChanged: @Sendable () -> Void
@@ -81,7 +82,7 @@ public final class Forwarder: Service {
         delivered: @escaping @Sendable () -> Void = {}
     ) {
         self.delivered = delivered
-        self.spool = spool
+        self.ledger = spool.ledger(Spool.apiSink)
         self.state = Monitor(State(settings: settings))
         self.logger = logger
         self.healthChanged = healthChanged
@@ -149,7 +150,7 @@ public final class Forwarder: Service {
             s.jobs.removeAll()
             return (s.clients, unsent)
         }
-        for id in unsent { try? spool.release(id: id) }
+        for id in unsent { try? ledger.release(id: id) }
         let finished: (inout State) -> Bool = { $0.workersRunning == 0 && !$0.coordinatorRunning }
         if !state.wait(until: deadline - 1, for: finished) {
             clients.forEach { $0.cancel() }
@@ -202,10 +203,10 @@ public final class Forwarder: Service {
                 break loop
             case .claim(let capacity, let batchSize, let busy, let lease, let makeDue):
                 let wallNow = Date()
-                if let inFlight = makeDue { _ = try? spool.makeBackoffDue(now: wallNow, except: inFlight) }
+                if let inFlight = makeDue { _ = try? ledger.makeBackoffDue(now: wallNow, except: inFlight) }
                 let claimed: [DeliveryBatch]
                 do {
-                    claimed = try spool.claimBatches(
+                    claimed = try ledger.claimBatches(
                         now: wallNow, lease: lease, batches: capacity, batchSize: batchSize, busy: busy)
                 } catch {
                     spoolRefused(error, now: now)
@@ -234,7 +235,7 @@ public final class Forwarder: Service {
                 // rows, only then). A scan waiting behind one of its identifier in flight is not counted: that
                 // worker's completion wakes us. A head due now that the claim did not take (another process
                 // leased it between the two queries) gets a short timer rather than a busy loop.
-                let due = (try? spool.nextDueTime(now: wallNow)) ?? nil
+                let due = (try? ledger.nextDueTime(now: wallNow)) ?? nil
                 dueAt = due.map { date in
                     let wait = date.timeIntervalSince(wallNow)
                     return wait > 0 ? now + min(wait, Spool.longestWait) : now + 0.5
@@ -302,7 +303,7 @@ public final class Forwarder: Service {
                 return true
             }
             if !unsent.isEmpty {
-                for id in unsent { try? spool.release(id: id) }
+                for id in unsent { try? ledger.release(id: id) }
                 wake()
                 continue
             }
@@ -319,7 +320,7 @@ public final class Forwarder: Service {
             let held = state.withLock { s -> [String] in
                 s.health.isHealthy ? [] : Forwarder.dropQueuedJobs(&s)
             }
-            for id in held { try? spool.release(id: id) }
+            for id in held { try? ledger.release(id: id) }
             // Recorded first, then the identifiers are freed: the next scan of each is claimed only once this
             // one's outcome is durable.
             let except = state.withLock { s in
@@ -327,7 +328,7 @@ public final class Forwarder: Service {
                 s.requests -= 1
                 return Set(s.inFlight.keys)
             }
-            if let now = backlogDueAt { _ = try? spool.makeBackoffDue(now: now, except: except) }
+            if let now = backlogDueAt { _ = try? ledger.makeBackoffDue(now: now, except: except) }
             wake()
         }
     }
@@ -402,7 +403,7 @@ public final class Forwarder: Service {
             records = batch.records.map { ($0.id, .released) }
         }
         do {
-            try spool.recordAttempts(batch: batch.key, records, keepBatch: keepBatch, now: now)
+            try ledger.recordAttempts(batch: batch.key, records, keepBatch: keepBatch, now: now)
         } catch {
             logger.error("delivery: cannot record the outcome", [("id", batch.key), ("error", error.description)])
         }
@@ -465,13 +466,13 @@ public final class Forwarder: Service {
     /// worker records it. `retryAt` answers, for the outcome and the time it came, when a retry is due.
     @discardableResult
     static func send(
-        _ record: ScanRecord, settings: APISettings, client: HTTPClient, spool: Spool, logger: Logger,
+        _ record: ScanRecord, settings: APISettings, client: HTTPClient, ledger: DeliveryLedger, logger: Logger,
         retryAt: (DeliveryOutcome?, Date) -> Date?
     ) -> DeliveryOutcome? {
         let outcome = Delivery(settings: settings, client: client).attempt(record)
         let now = Date()
         do {
-            try spool.recordAttempts(
+            try ledger.recordAttempts(
                 batch: record.id, [(record.id, attemptRecord(outcome, retryAt: retryAt(outcome, now), now: now))],
                 keepBatch: !isFinal(outcome), now: now)
         } catch {
@@ -494,15 +495,16 @@ public final class Forwarder: Service {
     /// `scan`'s single delivery attempt (docs/contracts.md, "Delivery order"): only when no earlier scan of the
     /// identifier is pending, sent and recorded exactly as a worker does, a retry due after the first backoff.
     public static func deliverOnce(scanID: String, spool: Spool, settings: APISettings, logger: Logger) -> OneAttempt {
-        guard let record = try? spool.claimIfHead(id: scanID, now: Date(), lease: lease(settings)) else {
+        let ledger = spool.ledger(Spool.apiSink)
+        guard let record = try? ledger.claimIfHead(id: scanID, now: Date(), lease: lease(settings)) else {
             return .notHead
         }
         guard let client = HTTPClient() else {
             logger.error("cannot create an HTTP client (libcurl)")
-            try? spool.release(id: scanID)
+            try? ledger.release(id: scanID)
             return .noClient
         }
-        let outcome = send(record, settings: settings, client: client, spool: spool, logger: logger) { outcome, now in
+        let outcome = send(record, settings: settings, client: client, ledger: ledger, logger: logger) { outcome, now in
             guard case .retry(_, let retryAfter)? = outcome else { return nil }
             return now.addingTimeInterval(
                 backoff.delay(attempt: 0, retryAfter: retryAfter, random: Double.random(in: 0...1)))

@@ -175,6 +175,24 @@ public enum Schema {
                 WHERE name = 'attempts' OR (name = 'failures' AND NEW.state = 'pending');
         END;
         """,
+        // 9: a batch in progress belongs to the sink that sent it. The delivery ledger (claims, leases, per-scan
+        // backoff, batches: `DeliveryLedger`) is kept by sink name, so two sinks on it may each have a batch of the
+        // same scan awaiting an answer. The table holds only the batches in progress (a handful of rows), so the
+        // copy is instant; every batch of a spool before it was the API's.
+        """
+        CREATE TABLE batch_members_by_sink (
+            sink TEXT NOT NULL,
+            scan_id TEXT NOT NULL,
+            batch TEXT NOT NULL,
+            size INTEGER NOT NULL,
+            PRIMARY KEY (sink, scan_id)
+        ) WITHOUT ROWID;
+        INSERT INTO batch_members_by_sink (sink, scan_id, batch, size)
+            SELECT 'api', scan_id, batch, size FROM batch_members;
+        DROP TABLE batch_members;
+        ALTER TABLE batch_members_by_sink RENAME TO batch_members;
+        CREATE INDEX batch_members_batch ON batch_members (sink, batch);
+        """,
     ]
 
     public static var currentVersion: Int { migrations.count }

@@ -52,7 +52,7 @@ extension Spool {
                 let select = try db.prepare(
                     """
                     SELECT \(Spool.columns), q.seq FROM sink_queue AS q JOIN scans AS s ON s.seq = q.seq
-                        LEFT JOIN sink_queue AS a ON a.seq = s.seq AND a.sink = '\(Spool.apiSink)'
+                        \(Spool.recordJoin)
                     WHERE q.sink = ?1 AND q.state = 'pending'
                       AND (q.next_attempt_at IS NULL OR q.next_attempt_at <= ?2 OR q.next_attempt_at > ?3)
                       AND (?5 IS NULL OR q.next_attempt_at = ?5)

@@ -63,7 +63,7 @@ extension Spool {
             let s = try db.prepare(
                 """
                 SELECT \(Spool.columns), q.seq FROM sink_queue AS q JOIN scans AS s ON s.seq = q.seq
-                    LEFT JOIN sink_queue AS a ON a.seq = s.seq AND a.sink = '\(Spool.apiSink)'
+                    \(Spool.recordJoin)
                 WHERE q.sink = ?1 AND q.state = 'pending' AND q.seq > ?2 ORDER BY q.seq LIMIT ?3
                 """)
             try s.bind(1, sink)

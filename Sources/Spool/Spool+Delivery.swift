@@ -1,40 +1,91 @@
 import BridgeCore
 import Foundation
 
-/// Delivery's bookkeeping on the spool: claiming the scans that may be sent now (with a lease), recording each
-/// attempt's outcome, and the forwarder's next wake-up. It runs on the `bookkeeping` connection
-/// (`synchronous=NORMAL`, see `Spool`); accepting scans and operator actions are in Spool.swift.
+/// One sink's delivery ledger on the spool: claiming the scans of the sink's queue that may be sent now (with a
+/// lease), keeping which were sent together in a batch, recording each scan's outcome (attempts, its own backoff,
+/// last error, the answer), and the sink's next wake-up. Its rule of order is per identifier: a later scan of an
+/// identifier never overtakes an earlier one (docs/contracts.md, "Delivery order"), the API's rule. The API's
+/// forwarder uses it (`Spool.apiSink`); any sink may, by its name: the statements bind the name as `?9`, so none of
+/// them names a sink. It runs on the `bookkeeping` connection (`synchronous=NORMAL`, see `Spool`); accepting scans
+/// and operator actions are in Spool.swift, a queue delivered in capture order as a whole (a webhook's) in
+/// SinkQueue+Attempts.swift.
+public struct DeliveryLedger: Sendable {
+    public let spool: Spool
+    /// The sink whose queue rows this ledger keeps.
+    public let sink: String
+
+    /// Prepares `sql`, a statement on this sink's rows, with the sink's name bound as `?9`.
+    func prepare(_ db: SQLiteConnection, _ sql: String) throws(SQLiteError) -> Statement {
+        let statement = try db.prepare(sql)
+        try statement.bind(9, sink)
+        return statement
+    }
+}
+
 extension Spool {
+    /// The delivery ledger of `sink`'s queue (see `DeliveryLedger`).
+    public func ledger(_ sink: String) -> DeliveryLedger { DeliveryLedger(spool: self, sink: sink) }
+
     /// The longest wait the forwarder ever sets on a scan: a `Retry-After` (capped at one hour) or a lease (the
     /// request timeout plus 5 s), with room to spare. A `next_attempt_at` further ahead than this was written
     /// before the wall clock was stepped back (a box booting without a real-time clock, then NTP): such a scan
     /// is due now, or it would wait for as long as the step.
     public static let longestWait: Double = 2 * 3600
 
-    /// The SQL condition "due at ?1", where ?3 is ?1 + `longestWait` (see there); `a` is the API's queue row.
+    /// The SQL condition "due at ?1", where ?3 is ?1 + `longestWait` (see there); `a` is the sink's queue row.
     static let dueCondition =
         "(a.next_attempt_at IS NULL OR a.next_attempt_at <= ?1 OR a.next_attempt_at > ?3)"
 
     /// The SQL condition "`a` heads its identifier": no scan of the same identifier captured before it is
-    /// pending for the API (docs/contracts.md, "Delivery order"). Only a head may be sent, so a later scan of an
-    /// identifier never overtakes an earlier one. `a` is the API's queue row being tested.
+    /// pending for the sink ?9 (docs/contracts.md, "Delivery order"). Only a head may be sent, so a later scan of
+    /// an identifier never overtakes an earlier one. `a` is the sink's queue row being tested.
     static let headOfIdentifier = """
-        NOT EXISTS (SELECT 1 FROM sink_queue AS e WHERE e.sink = '\(apiSink)' AND e.state = 'pending'
+        NOT EXISTS (SELECT 1 FROM sink_queue AS e WHERE e.sink = ?9 AND e.state = 'pending'
                     AND e.identifier = a.identifier AND e.seq < a.seq)
         """
 
-    /// The API's pending queue rows joined to their scans (`a` and `s`, as `columns` names them).
-    static let apiPending = """
+    /// The sink ?9's pending queue rows joined to their scans (`a` and `s`, as `columns` names them).
+    static let pendingRows = """
         sink_queue AS a JOIN scans AS s ON s.seq = a.seq
-        WHERE a.sink = '\(apiSink)' AND a.state = 'pending' AND s.input IS NOT NULL
+        WHERE a.sink = ?9 AND a.state = 'pending' AND s.input IS NOT NULL
         """
 
-    /// Moves a scan's API lease: its next attempt at ?2 (nil: due now). ?1 is the scan's id.
+    /// Moves a scan's lease on the sink ?9's queue: its next attempt at ?2 (nil: due now). ?1 is the scan's id.
     static let setNextAttempt = """
         UPDATE sink_queue SET next_attempt_at = ?2
-        WHERE sink = '\(apiSink)' AND seq = (SELECT seq FROM scans WHERE id = ?1)
+        WHERE sink = ?9 AND seq = (SELECT seq FROM scans WHERE id = ?1)
         """
 
+    /// A `WITH` clause naming `heads`: the first pending scan of every identifier with a pending scan (with input),
+    /// found by one seek per identifier in the pending-identifier index (a recursive skip over its distinct
+    /// identifiers) rather than by testing every pending scan.
+    static let identifierHeads = """
+        WITH RECURSIVE ids(identifier) AS (
+            SELECT (SELECT identifier FROM sink_queue INDEXED BY sink_queue_pending_identifier
+                    WHERE sink = ?9 AND state = 'pending' ORDER BY identifier LIMIT 1)
+            UNION ALL
+            SELECT (SELECT identifier FROM sink_queue INDEXED BY sink_queue_pending_identifier
+                    WHERE sink = ?9 AND state = 'pending' AND identifier > ids.identifier
+                    ORDER BY identifier LIMIT 1)
+            FROM ids WHERE ids.identifier IS NOT NULL
+        ),
+        heads AS (
+            SELECT (SELECT seq FROM sink_queue INDEXED BY sink_queue_pending_identifier
+                    WHERE sink = ?9 AND state = 'pending' AND identifier = ids.identifier
+                    ORDER BY seq LIMIT 1) AS seq
+            FROM ids WHERE ids.identifier IS NOT NULL
+        )
+        """
+
+    /// The heads of `identifierHeads` as the sink ?9's queue rows and their scans (`a` and `s`).
+    static let headRows = """
+        heads JOIN sink_queue AS a ON a.sink = ?9 AND a.seq = heads.seq
+        JOIN scans AS s ON s.seq = heads.seq AND s.input IS NOT NULL
+        """
+
+}
+
+extension DeliveryLedger {
     /// Claims up to `limit` scans that may be sent now, each to go in a request of its own (`claimBatches` with a
     /// batch size of 1).
     public func claimDeliverable(now: Date, lease: Double, limit: Int, busy: Set<String>) throws(SpoolError)
@@ -60,9 +111,9 @@ extension Spool {
     {
         guard batches > 0 else { return [] }
         let size = max(1, batchSize)
-        return try withBookkeeping { db throws(SQLiteError) in
+        return try spool.withBookkeeping { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
-                let heads = try Spool.dueHeads(db: db, now: now, limit: batches * size, busy: busy)
+                let heads = try dueHeads(db: db, now: now, limit: batches * size, busy: busy)
                 var claimed: [DeliveryBatch] = []
                 var taken = Set<String>()
                 var fresh: [ScanRecord] = []
@@ -84,11 +135,11 @@ extension Spool {
                     // A lone scan's key is its own id; it is kept as a batch of one all the same, so a retry
                     // without an answer goes alone again rather than inside a batch under another key.
                     let key = members.count == 1 ? members[0].id : UUID().uuidString.lowercased()
-                    try Spool.remember(batch: key, members: members.map(\.id), db: db)
+                    try remember(batch: key, members: members.map(\.id), db: db)
                     claimed.append(DeliveryBatch(key: key, records: members))
                 }
                 let leaseUntil = Timestamp.format(now.addingTimeInterval(lease))
-                let update = try db.prepare(Spool.setNextAttempt)
+                let update = try prepare(db, Spool.setNextAttempt)
                 for record in claimed.flatMap(\.records) {
                     try update.bind(1, record.id)
                     try update.bind(2, leaseUntil)
@@ -99,33 +150,6 @@ extension Spool {
         }
     }
 
-    /// A `WITH` clause naming `heads`: the first pending scan of every identifier with a pending scan (with input),
-    /// found by one seek per identifier in the pending-identifier index (a recursive skip over its distinct
-    /// identifiers) rather than by testing every pending scan.
-    static let identifierHeads = """
-        WITH RECURSIVE ids(identifier) AS (
-            SELECT (SELECT identifier FROM sink_queue INDEXED BY sink_queue_pending_identifier
-                    WHERE sink = '\(apiSink)' AND state = 'pending' ORDER BY identifier LIMIT 1)
-            UNION ALL
-            SELECT (SELECT identifier FROM sink_queue INDEXED BY sink_queue_pending_identifier
-                    WHERE sink = '\(apiSink)' AND state = 'pending' AND identifier > ids.identifier
-                    ORDER BY identifier LIMIT 1)
-            FROM ids WHERE ids.identifier IS NOT NULL
-        ),
-        heads AS (
-            SELECT (SELECT seq FROM sink_queue INDEXED BY sink_queue_pending_identifier
-                    WHERE sink = '\(apiSink)' AND state = 'pending' AND identifier = ids.identifier
-                    ORDER BY seq LIMIT 1) AS seq
-            FROM ids WHERE ids.identifier IS NOT NULL
-        )
-        """
-
-    /// The heads of `identifierHeads` as the API's queue rows and their scans (`a` and `s`).
-    static let headRows = """
-        heads JOIN sink_queue AS a ON a.sink = '\(apiSink)' AND a.seq = heads.seq
-        JOIN scans AS s ON s.seq = heads.seq AND s.input IS NOT NULL
-        """
-
     /// The pending scans that head their identifier and are due at `now`, oldest first, at most `limit`,
     /// skipping identifiers in `busy`; flat in the spool's size.
     ///
@@ -134,15 +158,16 @@ extension Spool {
     /// head), the heads are found through the pending-identifier index instead, one seek per identifier, rather
     /// than by testing every pending scan (measured: 0.8 ms instead of 525 ms for 1,000,000 pending scans of 97
     /// identifiers).
-    static func dueHeads(db: SQLiteConnection, now: Date, limit: Int, busy: Set<String>) throws(SQLiteError)
+    func dueHeads(db: SQLiteConnection, now: Date, limit: Int, busy: Set<String>) throws(SQLiteError)
         -> [ScanRecord]
     {
         let wanted = limit + busy.count
         let windowSize = max(256, 4 * wanted)
-        let window = try db.prepare(
+        let window = try prepare(
+            db,
             """
             SELECT \(Spool.columns), (\(Spool.dueCondition) AND \(Spool.headOfIdentifier))
-            FROM \(Spool.apiPending) ORDER BY a.seq LIMIT ?2
+            FROM \(Spool.pendingRows) ORDER BY a.seq LIMIT ?2
             """)
         try window.bind(1, Timestamp.format(now))
         try window.bind(2, windowSize)
@@ -161,7 +186,8 @@ extension Spool {
             }
         }
         if looked < windowSize { return heads }  // every pending scan was looked at
-        let seek = try db.prepare(
+        let seek = try prepare(
+            db,
             """
             \(Spool.identifierHeads)
             SELECT \(Spool.columns) FROM \(Spool.headRows) WHERE \(Spool.dueCondition) ORDER BY a.seq LIMIT ?2
@@ -183,14 +209,15 @@ extension Spool {
     private func storedBatch(
         of head: ScanRecord, db: SQLiteConnection, now: Date, busy: Set<String>, taken: Set<String>, size: Int
     ) throws(SQLiteError) -> DeliveryBatch? {
-        let lookup = try db.prepare("SELECT batch, size FROM batch_members WHERE scan_id = ?1")
+        let lookup = try prepare(db, "SELECT batch, size FROM batch_members WHERE sink = ?9 AND scan_id = ?1")
         try lookup.bind(1, head.id)
         guard try lookup.step(), let key = lookup.string(0) else { return nil }
         let expected = lookup.int(1)
         lookup.reset()
         // In capture order, as the batch was first sent; a member purged since is missing here.
-        let list = try db.prepare(
-            "SELECT b.scan_id FROM batch_members AS b JOIN scans AS s ON s.id = b.scan_id WHERE b.batch = ?1 ORDER BY s.seq"
+        let list = try prepare(
+            db,
+            "SELECT b.scan_id FROM batch_members AS b JOIN scans AS s ON s.id = b.scan_id WHERE b.sink = ?9 AND b.batch = ?1 ORDER BY s.seq"
         )
         try list.bind(1, key)
         var ids: [String] = []
@@ -198,9 +225,10 @@ extension Spool {
         var members: [ScanRecord] = []
         if size > 1 || expected == 1, ids.count == expected, ids.count <= max(size, 1) {
             for id in ids {
-                let member = try db.prepare(
+                let member = try prepare(
+                    db,
                     """
-                    SELECT \(Spool.columns) FROM \(Spool.apiPending)
+                    SELECT \(Spool.columns) FROM \(Spool.pendingRows)
                       AND s.id = ?2
                       AND \(Spool.dueCondition)
                       AND \(Spool.headOfIdentifier)
@@ -216,16 +244,17 @@ extension Spool {
             }
         }
         guard members.count == expected, ids.count == expected else {
-            try Spool.dissolve(batch: key, db: db)
+            try dissolve(batch: key, db: db)
             return nil
         }
         return DeliveryBatch(key: key, records: members)
     }
 
     /// Keeps the members of a request until its answer comes (`storedBatch` claims them again together).
-    static func remember(batch key: String, members: [String], db: SQLiteConnection) throws(SQLiteError) {
-        let insert = try db.prepare(
-            "INSERT OR REPLACE INTO batch_members (scan_id, batch, size) VALUES (?1, ?2, ?3)")
+    func remember(batch key: String, members: [String], db: SQLiteConnection) throws(SQLiteError) {
+        let insert = try prepare(
+            db,
+            "INSERT OR REPLACE INTO batch_members (sink, scan_id, batch, size) VALUES (?9, ?1, ?2, ?3)")
         for member in members {
             try insert.bind(1, member)
             try insert.bind(2, key)
@@ -234,8 +263,8 @@ extension Spool {
         }
     }
 
-    static func dissolve(batch key: String, db: SQLiteConnection) throws(SQLiteError) {
-        let delete = try db.prepare("DELETE FROM batch_members WHERE batch = ?1")
+    func dissolve(batch key: String, db: SQLiteConnection) throws(SQLiteError) {
+        let delete = try prepare(db, "DELETE FROM batch_members WHERE sink = ?9 AND batch = ?1")
         try delete.bind(1, key)
         try delete.step()
     }
@@ -243,15 +272,16 @@ extension Spool {
     /// Claims one scan for the `scan` command's single attempt, only if no earlier scan of its identifier is
     /// pending (docs/contracts.md, "Delivery order"). Returns nil when it must be left to `run`.
     public func claimIfHead(id: String, now: Date, lease: Double) throws(SpoolError) -> ScanRecord? {
-        try withBookkeeping { db throws(SQLiteError) in
+        try spool.withBookkeeping { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
-                let select = try db.prepare(
+                let select = try prepare(
+                    db,
                     """
-                    SELECT \(Spool.columns) FROM \(Spool.apiPending)
+                    SELECT \(Spool.columns) FROM \(Spool.pendingRows)
                       AND s.id = ?2
                       AND \(Spool.dueCondition)
                       AND \(Spool.headOfIdentifier)
-                      AND NOT EXISTS (SELECT 1 FROM batch_members AS b WHERE b.scan_id = s.id)
+                      AND NOT EXISTS (SELECT 1 FROM batch_members AS b WHERE b.sink = ?9 AND b.scan_id = s.id)
                     """)
                 try select.bind(1, Timestamp.format(now))
                 try select.bind(2, id)
@@ -259,11 +289,11 @@ extension Spool {
                 guard try select.step() else { return nil }
                 let record = Spool.record(select)
                 try select.step()
-                let update = try db.prepare(Spool.setNextAttempt)
+                let update = try prepare(db, Spool.setNextAttempt)
                 try update.bind(1, id)
                 try update.bind(2, Timestamp.format(now.addingTimeInterval(lease)))
                 try update.step()
-                try Spool.remember(batch: id, members: [id], db: db)
+                try remember(batch: id, members: [id], db: db)
                 return record
             }
         }
@@ -273,10 +303,11 @@ extension Spool {
     /// their identifier wait for it, not for a time), for the forwarder's sleep; nil when none is pending.
     /// A time further ahead of `now` than `longestWait` counts as due (a wall clock stepped back).
     public func nextDueTime(now: Date) throws(SpoolError) -> Date? {
-        try withBookkeeping { db throws(SQLiteError) in
+        try spool.withBookkeeping { db throws(SQLiteError) in
             // One seek per pending identifier to its first pending scan (see `dueHeads`), not a test of every
             // pending scan.
-            let s = try db.prepare(
+            let s = try prepare(
+                db,
                 """
                 \(Spool.identifierHeads)
                 SELECT MIN(CASE WHEN a.next_attempt_at IS NULL OR a.next_attempt_at > ?1 THEN ''
@@ -292,15 +323,16 @@ extension Spool {
     /// Records an attempt's result. Only a row still `pending` changes: if an operator purged or revived it
     /// meanwhile, their action wins.
     public func recordOutcome(id: String, outcome: RecordedOutcome, now: Date) throws(SpoolError) {
-        try withBookkeeping { db throws(SQLiteError) in try Spool.record(outcome, id: id, now: now, db: db) }
+        try spool.withBookkeeping { db throws(SQLiteError) in try record(outcome, id: id, now: now, db: db) }
     }
 
-    static func record(_ outcome: RecordedOutcome, id: String, now: Date, db: SQLiteConnection) throws(SQLiteError) {
-        let s = try db.prepare(
+    func record(_ outcome: RecordedOutcome, id: String, now: Date, db: SQLiteConnection) throws(SQLiteError) {
+        let s = try prepare(
+            db,
             """
             UPDATE sink_queue SET state = ?2, attempts = attempts + 1, last_error = ?3, next_attempt_at = ?4,
                                   delivered_at = ?5, response = COALESCE(?6, response), last_attempt_at = ?7
-            WHERE sink = '\(apiSink)' AND seq = (SELECT seq FROM scans WHERE id = ?1) AND state = 'pending'
+            WHERE sink = ?9 AND seq = (SELECT seq FROM scans WHERE id = ?1) AND state = 'pending'
             """)
         try s.bind(1, id)
         try s.bind(7, Timestamp.format(now))
@@ -330,15 +362,16 @@ extension Spool {
     /// Delivery is paused (the API refused our token): the scan stays pending and due, its attempt is not
     /// counted against it, and the reason is kept for `spool stats`.
     public func recordPaused(id: String, reason: String, now: Date) throws(SpoolError) {
-        try withBookkeeping { db throws(SQLiteError) in try Spool.recordPaused(id: id, reason: reason, now: now, db: db)
+        try spool.withBookkeeping { db throws(SQLiteError) in try recordPaused(id: id, reason: reason, now: now, db: db)
         }
     }
 
-    static func recordPaused(id: String, reason: String, now: Date, db: SQLiteConnection) throws(SQLiteError) {
-        let s = try db.prepare(
+    func recordPaused(id: String, reason: String, now: Date, db: SQLiteConnection) throws(SQLiteError) {
+        let s = try prepare(
+            db,
             """
             UPDATE sink_queue SET last_error = ?2, next_attempt_at = NULL, last_attempt_at = ?3
-            WHERE sink = '\(apiSink)' AND seq = (SELECT seq FROM scans WHERE id = ?1) AND state = 'pending'
+            WHERE sink = ?9 AND seq = (SELECT seq FROM scans WHERE id = ?1) AND state = 'pending'
             """)
         try s.bind(1, id)
         try s.bind(2, reason)
@@ -350,11 +383,12 @@ extension Spool {
     /// back, so the backlog drains at once instead of each scan waiting out its own backoff.
     @discardableResult
     public func makeBackoffDue(now: Date, except: Set<String>) throws(SpoolError) -> Int {
-        try withBookkeeping { db throws(SQLiteError) in
-            let s = try db.prepare(
+        try spool.withBookkeeping { db throws(SQLiteError) in
+            let s = try prepare(
+                db,
                 """
                 UPDATE sink_queue SET next_attempt_at = NULL
-                WHERE sink = '\(Spool.apiSink)' AND state = 'pending' AND next_attempt_at > ?1
+                WHERE sink = ?9 AND state = 'pending' AND next_attempt_at > ?1
                   AND seq NOT IN (SELECT seq FROM scans WHERE id IN (SELECT value FROM json_each(?2)))
                 """)
             try s.bind(1, Timestamp.format(now))
@@ -370,30 +404,31 @@ extension Spool {
     public func recordAttempts(
         batch key: String, _ records: [(id: String, record: AttemptRecord)], keepBatch: Bool, now: Date
     ) throws(SpoolError) {
-        try withBookkeeping { db throws(SQLiteError) in
+        try spool.withBookkeeping { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
-                for (id, record) in records {
-                    switch record {
-                    case .outcome(let outcome): try Spool.record(outcome, id: id, now: now, db: db)
-                    case .paused(let reason): try Spool.recordPaused(id: id, reason: reason, now: now, db: db)
-                    case .released: try Spool.release(id: id, db: db)
+                for (id, attempt) in records {
+                    switch attempt {
+                    case .outcome(let outcome): try record(outcome, id: id, now: now, db: db)
+                    case .paused(let reason): try recordPaused(id: id, reason: reason, now: now, db: db)
+                    case .released: try release(id: id, db: db)
                     }
                 }
-                if !keepBatch { try Spool.dissolve(batch: key, db: db) }
+                if !keepBatch { try dissolve(batch: key, db: db) }
             }
         }
     }
 
     /// Releases a claimed scan without counting an attempt (shutdown abandoned the request).
     public func release(id: String) throws(SpoolError) {
-        try withBookkeeping { db throws(SQLiteError) in try Spool.release(id: id, db: db) }
+        try spool.withBookkeeping { db throws(SQLiteError) in try release(id: id, db: db) }
     }
 
-    static func release(id: String, db: SQLiteConnection) throws(SQLiteError) {
-        let s = try db.prepare(
+    func release(id: String, db: SQLiteConnection) throws(SQLiteError) {
+        let s = try prepare(
+            db,
             """
             UPDATE sink_queue SET next_attempt_at = NULL
-            WHERE sink = '\(apiSink)' AND seq = (SELECT seq FROM scans WHERE id = ?1) AND state = 'pending'
+            WHERE sink = ?9 AND seq = (SELECT seq FROM scans WHERE id = ?1) AND state = 'pending'
             """)
         try s.bind(1, id)
         try s.step()

@@ -364,9 +364,13 @@ public final class Spool: Sendable {
     /// every sink's is. Registered by the migration and never disabled: scans wait for the API while none is set.
     public static let apiSink = "api"
 
-    /// Where a scan's record is read from: the scan (`s`) and its API queue row (`a`, absent for an unrecognized
-    /// read). Queries that start from the API's queue name the same aliases.
-    static let recordSource = "scans AS s LEFT JOIN sink_queue AS a ON a.seq = s.seq AND a.sink = '\(apiSink)'"
+    /// The scan `s`'s API queue row as `a` (absent for an unrecognized read): in the contract a scan's state is the
+    /// API's (docs/contracts.md, "Spool record"), so every query that reads a record (`columns`) joins it.
+    static let recordJoin = "LEFT JOIN sink_queue AS a ON a.seq = s.seq AND a.sink = '\(apiSink)'"
+
+    /// Where a scan's record is read from: the scan (`s`) and its API queue row (`a`, see `recordJoin`). Queries
+    /// that start from the API's queue name the same aliases.
+    static let recordSource = "scans AS s \(recordJoin)"
 
     /// The record's columns over `s` and `a` (see `recordSource`), in the order `record` reads them. The API's
     /// state and bookkeeping come from its queue row (`refused` there is `dead` in the record); a scan without

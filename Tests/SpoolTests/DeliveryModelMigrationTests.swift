@@ -90,14 +90,14 @@ struct DeliveryModelMigrationTests {
         // Delivery goes on where it stood: before the backoff ends only the batch awaiting its answer is sent
         // (again alone, under its own key); the second scan of A waits behind the first.
         let early = Timestamp.parse("2026-06-01T10:01:00.000Z")!
-        let batches = try spool.claimBatches(now: early, lease: 30, batches: 5, batchSize: 5, busy: [])
+        let batches = try spool.api.claimBatches(now: early, lease: 30, batches: 5, batchSize: 5, busy: [])
         #expect(batches.map(\.key) == ["batched-D"] && batches.flatMap(\.records).map(\.id) == ["batched-D"])
         let later = Timestamp.parse("2026-06-01T10:06:00.000Z")!
         // Past the backoff, and past the batch's lease (its answer never came).
-        let due = try spool.claimDeliverable(now: later, lease: 30, limit: 5, busy: []).map(\.id)
+        let due = try spool.api.claimDeliverable(now: later, lease: 30, limit: 5, busy: []).map(\.id)
         #expect(Set(due) == ["first-of-A", "batched-D"] && due.count == 2)
-        for id in due { try spool.recordOutcome(id: id, outcome: .delivered(response: "{}"), now: later) }
-        #expect(try spool.claimDeliverable(now: later, lease: 30, limit: 5, busy: []).map(\.id) == ["second-of-A"])
+        for id in due { try spool.api.recordOutcome(id: id, outcome: .delivered(response: "{}"), now: later) }
+        #expect(try spool.api.claimDeliverable(now: later, lease: 30, limit: 5, busy: []).map(\.id) == ["second-of-A"])
         #expect(try spool.deliveryTotals() == (attempts: 2, failures: 0))
 
         // The operator's actions act on the moved state.

@@ -50,10 +50,10 @@ struct SpoolScaleTests {
             ]
         try spool.insert(scans)
         let now = Date(timeIntervalSince1970: 1_781_500_000)
-        try spool.recordOutcome(id: scans[0].id, outcome: .delivered(response: "{}"), now: now)
-        try spool.recordOutcome(id: scans[1].id, outcome: .delivered(response: "{}"), now: now)
-        try spool.recordOutcome(id: scans[2].id, outcome: .dead(reason: "bad", response: nil), now: now)
-        try spool.recordOutcome(
+        try spool.api.recordOutcome(id: scans[0].id, outcome: .delivered(response: "{}"), now: now)
+        try spool.api.recordOutcome(id: scans[1].id, outcome: .delivered(response: "{}"), now: now)
+        try spool.api.recordOutcome(id: scans[2].id, outcome: .dead(reason: "bad", response: nil), now: now)
+        try spool.api.recordOutcome(
             id: scans[3].id, outcome: .retry(reason: "503", nextAttempt: now.addingTimeInterval(5)), now: now)
         #expect(try spool.stats().counts == (try counted(spool)))
         let counts = try spool.stats().counts

@@ -77,15 +77,15 @@ struct SpoolTests {
         let a2 = scan("https://s.plings.io/?t=q&i=A&p=2", at: 3)
         try spool.insert([a1, b1, a2])
         let now = Date()
-        let first = try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: [])
+        let first = try spool.api.claimDeliverable(now: now, lease: 30, limit: 10, busy: [])
         #expect(first.map(\.id) == [a1.id, b1.id])  // a2 waits behind a1
-        #expect(try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).isEmpty)  // leased
-        try spool.recordOutcome(
+        #expect(try spool.api.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).isEmpty)  // leased
+        try spool.api.recordOutcome(
             id: a1.id, outcome: .retry(reason: "HTTP 500", nextAttempt: now.addingTimeInterval(60)), now: now)
         // a1 backs off, a2 still waits behind it.
-        #expect(try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).isEmpty)
-        try spool.recordOutcome(id: a1.id, outcome: .delivered(response: "{}"), now: now)
-        #expect(try spool.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).map(\.id) == [a2.id])
+        #expect(try spool.api.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).isEmpty)
+        try spool.api.recordOutcome(id: a1.id, outcome: .delivered(response: "{}"), now: now)
+        #expect(try spool.api.claimDeliverable(now: now, lease: 30, limit: 10, busy: []).map(\.id) == [a2.id])
         let record = try #require(try spool.record(id: a1.id))
         #expect(
             record.state == .delivered && record.attempts == 2 && record.deliveredAt != nil && record.response == "{}")
@@ -100,8 +100,8 @@ struct SpoolTests {
         let u = scan("junk")
         try spool.insert([a, b, u])
         let old = Date(timeIntervalSinceNow: -30 * 86_400)
-        try spool.recordOutcome(id: a.id, outcome: .dead(reason: "HTTP 422", response: nil), now: old)
-        try spool.recordOutcome(id: b.id, outcome: .delivered(response: "{}"), now: old)
+        try spool.api.recordOutcome(id: a.id, outcome: .dead(reason: "HTTP 422", response: nil), now: old)
+        try spool.api.recordOutcome(id: b.id, outcome: .delivered(response: "{}"), now: old)
         #expect(try spool.stats().lastError == "HTTP 422")
         #expect(try spool.purgeDelivered(before: Date(timeIntervalSinceNow: -7 * 86_400)) == 1)
         #expect(try spool.record(id: b.id) == nil)
@@ -109,7 +109,7 @@ struct SpoolTests {
         #expect(try spool.retry(id: a.id))
         #expect(try spool.record(id: a.id)?.state == .pending)
         #expect(try spool.retry(id: u.id) == false)
-        try spool.recordOutcome(id: a.id, outcome: .dead(reason: "x", response: nil), now: Date())
+        try spool.api.recordOutcome(id: a.id, outcome: .dead(reason: "x", response: nil), now: Date())
         #expect(try spool.retryDead() == 1)
     }
 
@@ -133,7 +133,7 @@ struct SpoolTests {
         let record = try #require(try spool.record(id: "old-1"))
         #expect(record.identifier == "Q" && record.symbology == nil)
         #expect(try spool.stats().schemaVersion == Schema.currentVersion)
-        #expect(try spool.claimDeliverable(now: Date(), lease: 10, limit: 5, busy: []).map(\.id) == ["old-1"])
+        #expect(try spool.api.claimDeliverable(now: Date(), lease: 10, limit: 5, busy: []).map(\.id) == ["old-1"])
     }
 
     /// The AIM identifier a HID POS scanner gives is kept beside the read and shown at the top level of the record
