@@ -82,7 +82,6 @@ extension Spool {
         heads JOIN sink_queue AS a ON a.sink = ?9 AND a.seq = heads.seq
         JOIN scans AS s ON s.seq = heads.seq AND s.input IS NOT NULL
         """
-
 }
 
 extension DeliveryLedger {

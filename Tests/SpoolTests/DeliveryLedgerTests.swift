@@ -11,17 +11,8 @@ import Testing
 /// "Batched request" (a request without an answer goes again with the same members under the same key).
 @Suite(.serialized)
 struct DeliveryLedgerTests {
-    let builder = ScanBuilder(parser: PlingsURLParser())
-
-    func scans(_ identifiers: [String]) -> [NewScan] {
-        identifiers.enumerated().map { n, identifier in
-            builder.build(
-                Read(
-                    sourceKind: .manual, device: "t", raw: "https://s.plings.io/?t=q&i=\(identifier)&p=1.\(n)",
-                    time: Date(timeIntervalSince1970: 1_781_424_000 + Double(n))),
-                fix: nil)
-        }
-    }
+    /// Scans of these identifiers, one second apart (as `SpoolBatchTests` makes them).
+    func scans(_ identifiers: [String]) -> [NewScan] { SpoolBatchTests().scans(identifiers) }
 
     @Test func aSecondSinkKeepsALedgerOfItsOwnBesideTheAPIs() throws {
         let dir = TemporaryDirectory()
