@@ -6,9 +6,10 @@ import Foundation
 /// last error, the answer), and the sink's next wake-up. Its rule of order is per identifier: a later scan of an
 /// identifier never overtakes an earlier one (docs/contracts.md, "Delivery order"), the API's rule. The API's
 /// forwarder uses it (`Spool.apiSink`); any sink may, by its name: the statements bind the name as `?9`, so none of
-/// them names a sink. It runs on the `bookkeeping` connection (`synchronous=NORMAL`, see `Spool`); accepting scans
-/// and operator actions are in Spool.swift, a queue delivered in capture order as a whole (a webhook's) in
-/// SinkQueue+Attempts.swift.
+/// them names a sink. The records it hands out carry this sink's delivery state (attempts, last error, lease) where
+/// `Spool.record(id:)` gives the API's, the scan's state by contract. It runs on the `bookkeeping` connection
+/// (`synchronous=NORMAL`, see `Spool`); accepting scans and operator actions are in Spool.swift, a queue delivered
+/// in capture order as a whole (a webhook's) in SinkQueue+Attempts.swift.
 public struct DeliveryLedger: Sendable {
     public let spool: Spool
     /// The sink whose queue rows this ledger keeps.
