@@ -4,12 +4,13 @@ import Foundation
 /// One sink's delivery ledger on the spool: claiming the scans of the sink's queue that may be sent now (with a
 /// lease), keeping which were sent together in a batch, recording each scan's outcome (attempts, its own backoff,
 /// last error, the answer), and the sink's next wake-up. Its rule of order is per identifier: a later scan of an
-/// identifier never overtakes an earlier one (docs/contracts.md, "Delivery order"), the API's rule. The API's
-/// forwarder uses it (`Spool.apiSink`); any sink may, by its name: the statements bind the name as `?9`, so none of
-/// them names a sink. The records it hands out carry this sink's delivery state (attempts, last error, lease) where
+/// identifier never overtakes an earlier one (docs/contracts.md, "Delivery order"); a scan without an identifier
+/// (an unrecognized read, queued for a webhook) waits for none. The queue sink runner keeps the API's and the
+/// webhook's queues with it, by the sink's name: the statements bind the name as `?9`, so none of them names a
+/// sink. The records it hands out carry this sink's delivery state (attempts, last error, lease) where
 /// `Spool.record(id:)` gives the API's, the scan's state by contract. It runs on the `bookkeeping` connection
-/// (`synchronous=NORMAL`, see `Spool`); accepting scans and operator actions are in Spool.swift, a queue delivered
-/// in capture order as a whole (a webhook's) in SinkQueue+Attempts.swift.
+/// (`synchronous=NORMAL`, see `Spool`); accepting scans and operator actions are in Spool.swift, MQTT's
+/// acknowledgements in SinkQueue.swift.
 public struct DeliveryLedger: Sendable {
     public let spool: Spool
     /// The sink whose queue rows this ledger keeps.
@@ -48,7 +49,7 @@ extension Spool {
     /// The sink ?9's pending queue rows joined to their scans (`a` and `s`, as `columns` names them).
     static let pendingRows = """
         sink_queue AS a JOIN scans AS s ON s.seq = a.seq
-        WHERE a.sink = ?9 AND a.state = 'pending' AND s.input IS NOT NULL
+        WHERE a.sink = ?9 AND a.state = 'pending'
         """
 
     /// Moves a scan's lease on the sink ?9's queue: its next attempt at ?2 (nil: due now). ?1 is the scan's id.
@@ -57,13 +58,14 @@ extension Spool {
         WHERE sink = ?9 AND seq = (SELECT seq FROM scans WHERE id = ?1)
         """
 
-    /// A `WITH` clause naming `heads`: the first pending scan of every identifier with a pending scan (with input),
-    /// found by one seek per identifier in the pending-identifier index (a recursive skip over its distinct
-    /// identifiers) rather than by testing every pending scan.
+    /// A `WITH` clause naming `heads`: the first pending scan of every identifier with a pending scan, found by
+    /// one seek per identifier in the pending-identifier index (a recursive skip over its distinct identifiers)
+    /// rather than by testing every pending scan; and every pending scan without an identifier (an unrecognized
+    /// read, which a webhook is sent too), each the head of its own.
     static let identifierHeads = """
         WITH RECURSIVE ids(identifier) AS (
             SELECT (SELECT identifier FROM sink_queue INDEXED BY sink_queue_pending_identifier
-                    WHERE sink = ?9 AND state = 'pending' ORDER BY identifier LIMIT 1)
+                    WHERE sink = ?9 AND state = 'pending' AND identifier IS NOT NULL ORDER BY identifier LIMIT 1)
             UNION ALL
             SELECT (SELECT identifier FROM sink_queue INDEXED BY sink_queue_pending_identifier
                     WHERE sink = ?9 AND state = 'pending' AND identifier > ids.identifier
@@ -75,13 +77,16 @@ extension Spool {
                     WHERE sink = ?9 AND state = 'pending' AND identifier = ids.identifier
                     ORDER BY seq LIMIT 1) AS seq
             FROM ids WHERE ids.identifier IS NOT NULL
+            UNION ALL
+            SELECT seq FROM sink_queue INDEXED BY sink_queue_pending_identifier
+            WHERE sink = ?9 AND state = 'pending' AND identifier IS NULL
         )
         """
 
     /// The heads of `identifierHeads` as the sink ?9's queue rows and their scans (`a` and `s`).
     static let headRows = """
         heads JOIN sink_queue AS a ON a.sink = ?9 AND a.seq = heads.seq
-        JOIN scans AS s ON s.seq = heads.seq AND s.input IS NOT NULL
+        JOIN scans AS s ON s.seq = heads.seq
         """
 }
 

@@ -14,6 +14,41 @@ struct DeliveryLedgerTests {
     /// Scans of these identifiers, one second apart (as `SpoolBatchTests` makes them).
     func scans(_ identifiers: [String]) -> [NewScan] { SpoolBatchTests().scans(identifiers) }
 
+    /// A webhook is sent every accepted read, recognized or not (docs/contracts.md, "Webhook request"). A read
+    /// without an identifier waits behind no other scan, also when the oldest pending scans hold too few heads and
+    /// they are found through the identifier index (300 scans of one identifier fill the first window).
+    @Test func readsWithoutAnIdentifierAreHeadsOfTheirOwn() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = try Spool(path: dir.file("s.sqlite"))
+        try spool.registerSink("hook")
+        let same = scans(Array(repeating: "A", count: 300))
+        let builder = ScanBuilder(parser: PlingsURLParser())
+        let unrecognized = (0..<2).map { n in
+            builder.build(
+                Read(
+                    sourceKind: .manual, device: "t", raw: "hello \(n)",
+                    time: Date(timeIntervalSince1970: 1_781_500_000)),
+                fix: nil)
+        }
+        #expect(unrecognized.allSatisfy { $0.state == .unrecognized })
+        try spool.insert(same + unrecognized)
+        let hook = spool.ledger("hook")
+        let now = Date()
+        let batch = try #require(try hook.claimBatches(now: now, lease: 30, batches: 1, batchSize: 5, busy: []).first)
+        #expect(batch.records.map(\.id) == [same[0].id] + unrecognized.map(\.id))
+        // Each backs off; the sink's next wake-up is the earliest of their backoffs.
+        let times = [now.addingTimeInterval(30), now.addingTimeInterval(20), now.addingTimeInterval(10)]
+        try hook.recordAttempts(
+            batch: batch.key,
+            zip(batch.records, times).map { ($0.id, .outcome(.retry(reason: "HTTP 503", nextAttempt: $1))) },
+            keepBatch: false, now: now)
+        let next = try #require(try hook.nextDueTime(now: now))
+        #expect(abs(next.timeIntervalSince(times[2])) < 0.001)
+        // The API is queued recognized reads only.
+        #expect(try spool.api.claimDeliverable(now: now, lease: 30, limit: 5, busy: []).map(\.id) == [same[0].id])
+    }
+
     @Test func aSecondSinkKeepsALedgerOfItsOwnBesideTheAPIs() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
