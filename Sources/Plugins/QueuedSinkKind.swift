@@ -5,16 +5,14 @@ import Platform
 import Spool
 
 /// What a queue sink module gives the slot: how its settings come from the configuration, what they show, and
-/// the transport they make. Everything else (thread, claims, outcomes, backoff, pause, reload, status, metrics)
-/// is the slot's and the runner's.
+/// the transport they make. Everything else (threads, claims, outcomes, backoff, pause, reload, status, metrics)
+/// is the slot's and the runner's. One worker: requests go one at a time.
 public struct QueuedSinkKind<Settings: Sendable & Equatable>: Sendable {
     /// The spool queue, log prefix, thread and metric name ("webhook").
     public let name: String
     /// The settings for a configuration; nil when the sink is not configured. A thrown error is a setting the
     /// sink cannot use (a secret file it cannot read): it is logged and the sink keeps what it runs.
     public let settings: @Sendable (SinkConfiguration) throws -> Settings?
-    /// Batch size and lease for these settings.
-    public let options: @Sendable (Settings) -> QueuedSinkRunner.Options
     /// A few fields for `status` and the start line (the URL...), never a secret.
     public let describe: @Sendable (Settings) -> [(String, String)]
     /// A transport for these settings; nil when it cannot be made (the reason is logged by the maker).
@@ -22,13 +20,11 @@ public struct QueuedSinkKind<Settings: Sendable & Equatable>: Sendable {
 
     public init(
         name: String, settings: @escaping @Sendable (SinkConfiguration) throws -> Settings?,
-        options: @escaping @Sendable (Settings) -> QueuedSinkRunner.Options,
         describe: @escaping @Sendable (Settings) -> [(String, String)],
         transport: @escaping @Sendable (Settings, Logger) -> (any QueuedSinkTransport)?
     ) {
         self.name = name
         self.settings = settings
-        self.options = options
         self.describe = describe
         self.transport = transport
     }
@@ -54,8 +50,9 @@ extension SinkSlotKind where Running == QueuedSinkRunner {
                         [("error", "\(error)")])
                 }
                 let runner = QueuedSinkRunner(
-                    name: kind.name, spool: context.spool, transport: transport, options: kind.options(settings),
-                    logger: context.logger, healthChanged: context.stateChanged, delivered: context.delivered)
+                    name: kind.name, sink: kind.name, spool: context.spool, transport: transport, workers: 1,
+                    voice: .named(kind.name), logger: context.logger, healthChanged: context.stateChanged,
+                    delivered: context.delivered)
                 runner.start()
                 return runner
             },

@@ -4,105 +4,186 @@ import Logging
 import Platform
 import Spool
 
-/// What a queue sink's transport says one attempt's answer means for the scans it sent together.
-public enum QueuedDelivery: Sendable, Equatable {
-    /// Taken.
-    case delivered
-    /// Refused for good (no retry can change it). A batch of several is not dead-lettered as a whole: its scans are
-    /// sent again one by one, and only the one refused alone is dead.
-    case dead(reason: String)
-    /// Not taken for a reason that may pass; `retryAfter` seconds when the other side asked for a wait.
-    case retry(reason: String, retryAfter: Double?)
-    /// A refusal only a person can fix (a refused token, a redirect): delivery pauses until a reload or the pause
-    /// ends; the attempt is not counted.
-    case paused(reason: String)
-    /// Not sent: `cancel()` abandoned it (shutdown). The scans stay pending, nothing is counted.
-    case abandoned
+/// What the answer to one request meant for the scans it carried.
+public enum QueuedAnswer: Sendable, Equatable {
+    /// One outcome for every scan (no answer, a 5xx, a refused token): a retry keeps the request's scans and key.
+    case whole(DeliveryOutcome)
+    /// One outcome per scan, in request order; nil for a scan that was not sent after all (shutdown).
+    case each([DeliveryOutcome?])
+    /// The other side cannot take several scans in one request: they go one per request until a reload.
+    case refused(reason: String)
 }
 
-/// A queue sink's transport: sends one batch and says what the answer means. Only the runner's thread calls
-/// `deliver`; `cancel` may come from any thread.
+/// A queue sink's transport: what it needs per worker, and how many scans a request may carry now.
 public protocol QueuedSinkTransport: Sendable {
-    /// Sends `batch` (one or more scans, in capture order); blocks until an answer or the transport's timeout.
-    func deliver(_ batch: [SinkItem]) -> QueuedDelivery
-    /// Abandons the attempt in progress and every later one (shutdown).
+    /// Scans one request may carry now (1: each alone); asked before every claim, so a reload applies at once.
+    var batchSize: Int { get }
+    /// How long a claimed scan is reserved: the request's timeout plus a margin. If the process dies, another
+    /// one sends the scan again after this long.
+    var lease: Double { get }
+    /// A connection for one worker (its own keep-alive client); nil when none can be made (logged by the maker).
+    func connect() -> (any QueuedSinkConnection)?
+}
+
+/// One worker's connection. Only its worker calls `deliver`; `cancel` may come from any thread.
+public protocol QueuedSinkConnection: Sendable {
+    /// Sends `batch` (one or more scans, in capture order, under `batch.key`); blocks until an answer or the
+    /// transport's timeout. nil: cancelled before an answer (shutdown), nothing is counted.
+    func deliver(_ batch: DeliveryBatch) -> QueuedAnswer?
+    /// Abandons the request in progress and every later one (shutdown).
     func cancel()
 }
 
-/// Runs a sink that delivers from its own spool queue (a webhook): one thread that claims the oldest pending scans
-/// (leased, in capture order), hands each batch to the transport, records what the answer meant, and keeps the
-/// sink's health (`SinkHealth`: backoff with jitter after a failure, a pause after a refusal only a person can fix).
-/// Everything a new sink would otherwise copy lives here, so a sink is its configuration and its transport.
-///
-/// It sleeps until a scan is committed (`wake`) or its backoff or pause ends; nothing else wakes it. A failure to
-/// record an outcome (a full disk) is retried every second, logged once; claims that fail back off up to 30 s.
-/// Delivery is at least once: a scan whose answer was lost, or whose outcome could not be recorded before the
-/// process ended, is sent again.
-public final class QueuedSinkRunner: Service {
-    public struct Options: Sendable, Equatable {
-        /// Scans per attempt.
-        public var batchSize: Int
-        /// How long a claimed scan is reserved: the transport's timeout plus a margin.
-        public var lease: Double
+/// What a sink says when its health changes or a scan is refused: every line of the runner's own is the sink's.
+public struct QueuedSinkVoice: Sendable {
+    public typealias Line = (message: String, fields: [(String, String)])
+    /// Delivery started failing (the reason is the first failure's).
+    public var failing: @Sendable (_ reason: String) -> Line
+    /// Delivery works again: how long it was down, how many attempts failed, whether it had been paused.
+    public var resumed: @Sendable (_ downFor: Double, _ failedAttempts: Int, _ afterPause: Bool) -> Line
+    /// Delivery paused: a refused credential or a redirect only a person can fix (the outcome says which).
+    public var paused: @Sendable (_ outcome: DeliveryOutcome) -> Line
+    /// One scan refused for good (a warning).
+    public var refusedScan: @Sendable (_ id: String, _ reason: String) -> Line
+    /// Requests of several scans refused as such: one scan per request from now until a reload (a warning).
+    public var refusedBatches: @Sendable (_ reason: String) -> Line
+    /// The debug line for each scan delivered (its `id` follows).
+    public var deliveredScan: String
+    /// The subject of the runner's other lines ("delivery", "webhook: delivery").
+    public var prefix: String
 
-        public init(batchSize: Int, lease: Double) {
-            self.batchSize = max(1, batchSize)
-            self.lease = lease
-        }
+    public init(
+        prefix: String, deliveredScan: String, failing: @escaping @Sendable (String) -> Line,
+        resumed: @escaping @Sendable (Double, Int, Bool) -> Line, paused: @escaping @Sendable (DeliveryOutcome) -> Line,
+        refusedScan: @escaping @Sendable (String, String) -> Line, refusedBatches: @escaping @Sendable (String) -> Line
+    ) {
+        self.prefix = prefix
+        self.deliveredScan = deliveredScan
+        self.failing = failing
+        self.resumed = resumed
+        self.paused = paused
+        self.refusedScan = refusedScan
+        self.refusedBatches = refusedBatches
     }
 
+    /// The lines of a sink known by `name` ("webhook: delivery failing; ...").
+    public static func named(_ name: String) -> QueuedSinkVoice {
+        QueuedSinkVoice(
+            prefix: "\(name): delivery", deliveredScan: "\(name): scan delivered",
+            failing: { ("\(name): delivery failing; scans stay queued and are retried", [("reason", $0)]) },
+            resumed: { downFor, failed, afterPause in
+                (
+                    afterPause ? "\(name): delivery resumed after the pause" : "\(name): delivery resumed",
+                    [("downSeconds", String(format: "%.1f", downFor)), ("failedAttempts", String(failed))]
+                )
+            },
+            paused: {
+                (
+                    "\(name): delivery paused until a reload or for \(Int(QueuedSinkRunner.pauseDuration / 60)) min",
+                    [("reason", $0.reason ?? "")]
+                )
+            },
+            refusedScan: {
+                ("\(name): scan refused for good; kept in the spool as refused", [("scan", $0), ("reason", $1)])
+            },
+            refusedBatches: {
+                (
+                    "\(name): a request of several scans was refused as such; one scan per request until a reload",
+                    [("reason", $0)]
+                )
+            })
+    }
+}
+
+/// Runs a sink that delivers from its own queue in the spool (the API, a webhook): claims the scans that may go
+/// now from the sink's `DeliveryLedger` (in capture order per identifier, each with its own backoff, leased),
+/// hands them in requests to `workers` threads, each with its own connection, records what each answer left on
+/// each scan, and keeps the sink's health (`SinkHealth`: backoff with jitter after a failure, one probe at a time
+/// while failing, a pause after a refusal only a person can fix). A sink is its settings, its transport and its
+/// voice; everything else is here.
+///
+/// One coordinator thread claims and the workers send; all of them block (a condition variable, the transport)
+/// and none runs on the Swift cooperative pool. When idle the coordinator sleeps until a scan is committed or
+/// another process changes the spool (`wake`) or the earliest backoff or lease ends; nothing else wakes it.
+///
+/// Every wait is on the monotonic clock. The spool's times (`next_attempt_at`, leases) are wall-clock times,
+/// because they outlive the process; a wall clock stepped back makes them lie far ahead, so the spool treats a
+/// time further ahead than `Spool.longestWait` as due now (a step forward just makes waits end early).
+public final class QueuedSinkRunner: Service {
     /// Counters in scans, since start.
     public typealias Stats = DeliveryStats
 
     private struct State {
         var stopping = false
         var wakeRequested = true
-        /// Bumped by every wake-up and stop, so a wait knows something happened.
-        var ticks = 0
+        /// Requests claimed and not yet taken by a worker.
+        var jobs: [Job] = []
+        var inFlight: [String: String] = [:]  // scan id -> identifier
+        /// Requests claimed and not yet answered (queued or being sent).
+        var requests = 0
+        /// The other side refused a request of several scans as such: one scan per request until a reload.
+        var batchesRefused = false
+        /// Scans of a request refused for good as a whole: each goes alone, so only the one refused alone is dead.
+        /// Requests carry one scan while any is left (or until nothing is due).
+        var singly: Set<String> = []
         var health: SinkHealth
+        var workersRunning = 0
+        var coordinatorRunning = false
+        var connections: [any QueuedSinkConnection] = []
         var stats = Stats()
-        /// A batch was refused for good: scans go one per attempt up to this capture position, so only the one
-        /// refused is dead-lettered.
-        var singlyThrough: Int?
-        /// The size of a batch sent without a final answer (a failure, a pause, an answer lost): the next claim
-        /// takes that many, the same scans at the head of the queue, so the repeat carries the same
-        /// Idempotency-Key even when newer scans were committed meanwhile (docs/contracts.md, "Webhook request").
-        var repeatSize: Int?
-        /// Consecutive claim failures (the spool's), for their backoff.
-        var claimFailures = 0
-        /// The monotonic time the earliest lease on the queue ends (a claim by a process that died): the queue is
-        /// looked at again then.
-        var leaseEnds: Double?
+        /// Consecutive failures to use the spool (disk full, I/O error), for backoff and one log line.
+        var spoolFailures = 0
+        /// A reload ended a backoff: the scans waiting out theirs are made due before the next claim.
+        var backlogDueRequested = false
     }
 
+    /// One request's scans.
+    private struct Job {
+        var batch: DeliveryBatch
+        /// Claimed while delivery was failing or paused: the one probe the backoff allows. A job claimed while
+        /// healthy is not sent once delivery has failed since (its scans are released for the probe).
+        var probe: Bool
+        /// When a worker took it to send (monotonic): a failure of a request sent before the last recorded one is
+        /// the same round's, not another probe's (`SinkHealth.failed`).
+        var sentAt: Double = 0
+    }
+
+    /// The thread and log name ("forwarder", "webhook").
     public let name: String
-    private let spool: Spool
-    private let logger: Logger
+    private let ledger: DeliveryLedger
     private let transport: any QueuedSinkTransport
-    private let options: Options
+    private let workerCount: Int
+    private let voice: QueuedSinkVoice
     private let state: Monitor<State>
-    private let worker = WorkerThreads()
+    /// The coordinator and the workers (`WorkerThread`: joinable, and an end nobody asked for is reported).
+    private let workers = WorkerThreads()
+    private let logger: Logger
+    /// Told after health changed (failing, resumed, paused), outside the lock: `status` follows at once.
     private let healthChanged: @Sendable () -> Void
+    /// Told after an outcome was recorded in the spool (its counts changed).
     private let delivered: @Sendable () -> Void
     /// Jitter in 0...1 (injected by tests).
     private let random: @Sendable () -> Double
 
-    /// The backoff after failed attempts (1 s doubling to 5 min, full jitter), as the API's.
+    /// The backoff after failed attempts (1 s doubling to 5 min, full jitter).
     public static let backoff = Backoff(base: 1, cap: 300)
-    /// How long a pause lasts before one attempt is tried again (a reload ends it sooner).
+    /// How long a pause lasts before one probe is tried (a reload ends it sooner).
     public static let pauseDuration: Double = 300
+    /// The wait after the spool refused our bookkeeping (a full disk): 0.5 s doubling to 30 s.
     static let spoolBackoff = Backoff(base: 0.5, cap: 30)
 
-    /// `name` is the sink's queue in the spool and its name in logs ("webhook").
+    /// `sink` names the queue in the spool ("api", "webhook"); `name` the threads and the service.
     public init(
-        name: String, spool: Spool, transport: any QueuedSinkTransport, options: Options, logger: Logger,
-        healthChanged: @escaping @Sendable () -> Void = {}, delivered: @escaping @Sendable () -> Void = {},
+        name: String, sink: String, spool: Spool, transport: any QueuedSinkTransport, workers: Int,
+        voice: QueuedSinkVoice, logger: Logger, healthChanged: @escaping @Sendable () -> Void = {},
+        delivered: @escaping @Sendable () -> Void = {},
         random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
     ) {
         self.name = name
-        self.spool = spool
+        self.ledger = spool.ledger(sink)
         self.transport = transport
-        self.options = options
+        self.workerCount = max(1, workers)
+        self.voice = voice
         self.logger = logger
         self.healthChanged = healthChanged
         self.delivered = delivered
@@ -111,210 +192,404 @@ public final class QueuedSinkRunner: Service {
             State(health: SinkHealth(backoff: QueuedSinkRunner.backoff, pauseDuration: QueuedSinkRunner.pauseDuration)))
     }
 
+    /// Delivery health, for `status` and the metrics.
     public var currentHealth: SinkHealth.State { state.withLock { $0.health.state } }
     public var currentStats: Stats { state.withLock { $0.stats } }
 
+    /// Starts the coordinator and the workers.
     public func start() {
-        worker.start(name: name, watched: true) { [self] in run() }
-    }
-
-    /// Scans were committed: look at the queue again.
-    public func wake() {
-        state.update {
-            $0.wakeRequested = true
-            $0.ticks += 1
+        state.withLock {
+            $0.coordinatorRunning = true
+            $0.workersRunning = workerCount
         }
+        for index in 0..<workerCount {
+            guard let connection = transport.connect() else {
+                state.update { $0.workersRunning -= 1 }
+                continue
+            }
+            state.withLock { $0.connections.append(connection) }
+            workers.start(name: "\(name)-\(index)", watched: true) { [self] in workerLoop(connection) }
+        }
+        workers.start(name: name, watched: true) { [self] in coordinatorLoop() }
     }
 
-    /// A reload with unchanged settings: a pause or a backoff ends at once (the next attempt goes now).
+    /// A scan was committed: look for work now.
+    public func wake() {
+        state.update { $0.wakeRequested = true }
+    }
+
+    /// A reload (new settings reached the transport, or the same again): a pause or a backoff ends at once, for
+    /// the operator fixed something (the URL, the network, the credential) and the next attempt goes now.
     public func resume() {
         let (resumed, retrying) = state.update { s in
             s.wakeRequested = true
-            s.ticks += 1
+            s.batchesRefused = false
+            s.singly.removeAll()
             let retrying = s.health.endBackoff(clock: MonotonicClock.now())
+            if retrying { s.backlogDueRequested = true }
             return (s.health.endPause(), retrying)
         }
         if resumed {
-            logger.info("\(name): delivery resumed: configuration reloaded")
+            logger.info("\(voice.prefix) resumed: configuration reloaded")
             healthChanged()
         } else if retrying {
-            logger.info("\(name): configuration reloaded; trying again now")
+            logger.info("\(voice.prefix): configuration reloaded; trying again now")
         }
     }
 
-    /// An attempt in flight is abandoned at once (its scans stay pending); returns when the thread ended or by
-    /// `deadline`.
+    /// Stops taking work; requests in flight get until one second before the monotonic `deadline` to finish,
+    /// then are cancelled (their scans stay pending). Scans claimed but not yet sent are released at once.
+    /// Returns when every thread has stopped or the deadline has passed.
     public func stop(deadline: Double) {
-        worker.expectEnd()
-        state.update {
-            $0.stopping = true
-            $0.ticks += 1
+        workers.expectEnd()
+        let (connections, unsent) = state.update { s in
+            s.stopping = true
+            let unsent = s.jobs.flatMap { $0.batch.records.map(\.id) }
+            s.jobs.removeAll()
+            return (s.connections, unsent)
         }
-        transport.cancel()
-        worker.join(until: deadline)
+        for id in unsent { try? ledger.release(id: id) }
+        let finished: (inout State) -> Bool = { $0.workersRunning == 0 && !$0.coordinatorRunning }
+        if !state.wait(until: deadline - 1, for: finished) {
+            connections.forEach { $0.cancel() }
+            state.wait(until: deadline, for: finished)
+        }
+        workers.join(until: deadline)
     }
 
+    // MARK: coordinator
+
+    /// What the coordinator does next, decided under the lock.
     private enum Step {
-        case claim(limit: Int)
-        case wait(until: Double, ticks: Int)
         case stop
+        case claim(requests: Int, batchSize: Int, busy: Set<String>, makeDue: Set<String>?)
+        case sleep(until: Double)
     }
 
-    private func run() {
-        while true {
-            let clock = MonotonicClock.now()
+    private func coordinatorLoop() {
+        // When the earliest unclaimed pending scan becomes due, on the monotonic clock.
+        var dueAt: Double?
+        loop: while true {
+            let now = MonotonicClock.now()
             let step: Step = state.withLock { s in
                 if s.stopping { return .stop }
-                if s.health.isPaused, s.health.isOpen(at: clock) {
-                    // The pause is over: one attempt decides whether it is lifted.
-                    s.health.endPause(to: .starting)
-                    s.wakeRequested = true
+                var sleepUntil = Double.infinity
+                let capacity = capacity(s, now: now)
+                if capacity == 0, let notBefore = s.health.notBefore, notBefore > now {
+                    sleepUntil = min(sleepUntil, notBefore)
                 }
-                if !s.health.isOpen(at: clock) { return .wait(until: s.health.notBefore ?? clock, ticks: s.ticks) }
-                if let end = s.leaseEnds, clock >= end {
-                    s.leaseEnds = nil
-                    s.wakeRequested = true
+                if capacity > 0 {
+                    if s.wakeRequested || (dueAt.map { $0 <= now } ?? false) {
+                        s.wakeRequested = false
+                        defer { s.backlogDueRequested = false }
+                        return .claim(
+                            requests: capacity,
+                            batchSize: s.batchesRefused || !s.singly.isEmpty ? 1 : transport.batchSize,
+                            busy: Set(s.inFlight.values), makeDue: s.backlogDueRequested ? Set(s.inFlight.keys) : nil)
+                    }
+                    if let dueAt { sleepUntil = min(sleepUntil, max(dueAt, now)) }
                 }
-                guard s.wakeRequested else { return .wait(until: s.leaseEnds ?? .infinity, ticks: s.ticks) }
-                s.wakeRequested = false
-                return .claim(limit: min(s.singlyThrough == nil ? options.batchSize : 1, s.repeatSize ?? .max))
+                return .sleep(until: sleepUntil)
             }
             switch step {
             case .stop:
-                return
-            case .wait(let until, let ticks):
-                state.wait(until: until) { $0.stopping || $0.ticks != ticks }
-            case .claim(let limit):
-                let batch: [SinkItem]
+                break loop
+            case .claim(let capacity, let batchSize, let busy, let makeDue):
+                let wallNow = Date()
+                if let inFlight = makeDue { _ = try? ledger.makeBackoffDue(now: wallNow, except: inFlight) }
+                let claimed: [DeliveryBatch]
                 do {
-                    batch = try spool.claimForSink(name, now: Date(), lease: options.lease, limit: limit)
-                    state.withLock { $0.claimFailures = 0 }
+                    claimed = try ledger.claimBatches(
+                        now: wallNow, lease: transport.lease, batches: capacity, batchSize: batchSize, busy: busy)
                 } catch {
-                    claimFailed(error)
+                    spoolRefused(error, now: now)
+                    dueAt = nil
                     continue
                 }
-                if batch.count < limit { noteLeases() }
-                guard !batch.isEmpty else { continue }
-                attempt(batch)
+                state.withLock { s in
+                    if s.spoolFailures > 0 {
+                        logger.info(
+                            "\(voice.prefix): the spool is usable again", [("after", "\(s.spoolFailures) attempts")])
+                        s.spoolFailures = 0
+                    }
+                }
+                if !claimed.isEmpty {
+                    state.update { s in
+                        for batch in claimed {
+                            for record in batch.records { s.inFlight[record.id] = record.identifier ?? record.id }
+                            s.requests += 1
+                            s.jobs.append(Job(batch: batch, probe: !s.health.isHealthy))
+                        }
+                        // There may be more due work than capacity: look again as soon as there is room.
+                        if claimed.count == capacity { s.wakeRequested = true }
+                    }
+                    continue
+                }
+                // Nothing claimable. Scans to go alone that are not due now may go with others later.
+                state.withLock { $0.singly.removeAll() }
+                // Learn when the next identifier's head will be due (one scan of the pending rows, only then). A
+                // scan waiting behind one of its identifier in flight is not counted: that worker's completion
+                // wakes us. A head due now that the claim did not take (another process leased it between the
+                // two queries) gets a short timer rather than a busy loop.
+                let due = (try? ledger.nextDueTime(now: wallNow)) ?? nil
+                dueAt = due.map { date in
+                    let wait = date.timeIntervalSince(wallNow)
+                    return wait > 0 ? now + min(wait, Spool.longestWait) : now + 0.5
+                }
+            case .sleep(let until):
+                // A wake-up counts only once there is room to claim: with none (the backoff, every worker busy)
+                // it stays set, and waiting on it alone would return at once, again and again. Room comes from a
+                // worker finishing (which updates the state and so re-checks this) or the backoff's end (`until`).
+                // A wake-up that brought an earlier end of the backoff (a worker's failure, just recorded) ends
+                // this wait too, so the next one is set to it: nothing else would end a wait with no deadline.
+                // Only a backoff still ahead counts: one that has passed stays in `notBefore` while the probe it
+                // let through is in flight, and every commit's wake-up would then spin this loop until the probe
+                // ends (a slow receiver's whole timeout).
+                state.wait(until: until) { s in
+                    guard !s.stopping else { return true }
+                    guard s.wakeRequested else { return false }
+                    let now = MonotonicClock.now()
+                    if capacity(s, now: now) > 0 { return true }
+                    return s.health.notBefore.map { $0 > now && $0 < until } ?? false
+                }
             }
         }
+        state.update { $0.coordinatorRunning = false }
     }
 
-    /// Sends one batch and records what its answer meant.
-    private func attempt(_ batch: [SinkItem]) {
-        let outcome = transport.deliver(batch)
-        let clock = MonotonicClock.now()
-        let now = Date()
-        let seqs = batch.map(\.seq)
-        let (recorded, change): (SinkAttempt, SinkHealth.Change?) = state.update { s in
-            s.wakeRequested = true
-            switch outcome {
-            case .delivered, .dead: s.repeatSize = nil
-            case .retry, .paused, .abandoned: s.repeatSize = batch.count
-            }
-            switch outcome {
-            case .delivered:
-                s.stats.attempts += batch.count
-                s.stats.delivered += batch.count
-                if let through = s.singlyThrough, let last = seqs.last, last >= through { s.singlyThrough = nil }
-                return (.delivered, s.health.succeeded(clock: clock))
-            case .dead where batch.count > 1:
-                // Which of them was refused is not known: each goes alone, and only that one is dead-lettered.
-                s.singlyThrough = seqs.last
-                return (.released, nil)
-            case .dead(let reason):
-                s.stats.attempts += 1
-                s.stats.dead += 1
-                if let through = s.singlyThrough, let last = seqs.last, last >= through { s.singlyThrough = nil }
-                // The other side answered: the sink itself works.
-                return (.dead(reason: reason), s.health.succeeded(clock: clock))
-            case .retry(let reason, let retryAfter):
-                s.stats.attempts += batch.count
-                s.stats.failures += batch.count
-                let (_, change) = s.health.failed(
-                    reason: reason, retryAfter: retryAfter, now: now, clock: clock, random: random())
-                return (.retry(reason: reason), change)
-            case .paused(let reason):
-                return (.paused(reason: reason), s.health.pause(reason: reason, now: now, clock: clock))
-            case .abandoned:
-                return (.abandoned, nil)
-            }
-        }
-        if case .dead(let reason) = outcome {
-            if batch.count > 1 {
-                logger.warn(
-                    "\(name): a batch was refused; its scans go one by one",
-                    [("scans", String(batch.count)), ("reason", reason)])
-            } else {
+    /// How many more requests may be claimed now: up to twice the workers while healthy, so a worker never waits
+    /// for the next claim transaction; while failing or paused one probe at a time, once the backoff is over.
+    private func capacity(_ s: State, now: Double) -> Int {
+        if s.health.isHealthy { return 2 * workerCount - s.requests }
+        return s.health.isOpen(at: now) && s.requests == 0 ? 1 : 0
+    }
+
+    /// The spool refuses even our bookkeeping (disk full, I/O error): back off instead of retrying at once, and
+    /// say so once, not once per attempt.
+    private func spoolRefused(_ error: SpoolError, now: Double) {
+        let delay = state.withLock { s in
+            s.spoolFailures += 1
+            if s.spoolFailures == 1 {
                 logger.error(
-                    "\(name): scan refused for good; kept in the spool as refused",
-                    [("scan", batch[0].record.id), ("reason", reason)])
+                    "\(voice.prefix): cannot use the spool; retrying with backoff", [("error", error.description)])
             }
+            return QueuedSinkRunner.spoolBackoff.ceiling(attempt: s.spoolFailures)
         }
-        log(change)
-        record(recorded, seqs: seqs, now: now)
-        if change != nil { healthChanged() }
+        state.wait(until: now + delay) { $0.stopping }
+        state.withLock { s in if !s.stopping { s.wakeRequested = true } }
     }
 
-    /// Writes the outcome; a spool that refuses (a full disk) is asked again every second until it takes it or the
-    /// runner stops (the scans then stay pending and are sent again: at least once).
-    private func record(_ attempt: SinkAttempt, seqs: [Int], now: Date) {
+    // MARK: workers
+
+    private func workerLoop(_ connection: any QueuedSinkConnection) {
+        while true {
+            var job: Job?
+            var unsent: [String] = []
+            state.wait { s in
+                if s.stopping { return true }
+                guard var next = s.jobs.first else { return false }
+                if !next.probe, !s.health.isHealthy {
+                    // Delivery failed (or paused) since this was claimed: only the backoff's probe goes now.
+                    unsent = QueuedSinkRunner.dropQueuedJobs(&s)
+                    return true
+                }
+                s.jobs.removeFirst()
+                next.sentAt = MonotonicClock.now()
+                s.stats.attempts += next.batch.records.count
+                job = next
+                return true
+            }
+            if !unsent.isEmpty {
+                for id in unsent { try? ledger.release(id: id) }
+                wake()
+                continue
+            }
+            guard let job else {
+                state.update { $0.workersRunning -= 1 }
+                return
+            }
+            let (changed, backlogDueAt) = send(job, connection: connection)
+            if changed { healthChanged() }
+            delivered()
+            // Paused (a refused credential, a redirect) or failing: the scans claimed but not yet sent stay unsent,
+            // for nothing may go out during a pause (docs/contracts.md, "Outcomes") and only one probe at a time
+            // while failing; they are released for the probe after it.
+            let held = state.withLock { s -> [String] in
+                s.health.isHealthy ? [] : QueuedSinkRunner.dropQueuedJobs(&s)
+            }
+            for id in held { try? ledger.release(id: id) }
+            // Recorded first, then the identifiers are freed: the next scan of each is claimed only once this
+            // one's outcome is durable.
+            let except = state.withLock { s in
+                for record in job.batch.records { s.inFlight.removeValue(forKey: record.id) }
+                s.requests -= 1
+                return Set(s.inFlight.keys)
+            }
+            if let now = backlogDueAt { _ = try? ledger.makeBackoffDue(now: now, except: except) }
+            wake()
+        }
+    }
+
+    /// Takes every job not yet sent off the queue; returns their scans, to be released.
+    private static func dropQueuedJobs(_ s: inout State) -> [String] {
+        let ids = s.jobs.flatMap { $0.batch.records.map(\.id) }
+        s.requests -= s.jobs.count
+        s.jobs.removeAll()
+        for id in ids { s.inFlight.removeValue(forKey: id) }
+        return ids
+    }
+
+    /// Sends one request and records what its answer left on each scan, in one transaction. Returns whether
+    /// health changed, and the time of the answer when it made the whole backlog due again (recovery).
+    private func send(_ job: Job, connection: any QueuedSinkConnection) -> (
+        healthChanged: Bool, backlogDueAt: Date?
+    ) {
+        let batch = job.batch
+        var changed = false
+        var backlogDueAt: Date?
+        /// Health follows the outcome (under the lock); the scan's record follows from it.
+        func applied(_ outcome: DeliveryOutcome?, now: Date, scans: Int = 1) -> AttemptRecord {
+            let result = state.withLock { apply(outcome, scans: scans, sentAt: job.sentAt, now: now, to: &$0) }
+            changed = changed || result.healthChanged
+            if result.backlogDue { backlogDueAt = now }
+            return QueuedSinkRunner.attemptRecord(outcome, retryAt: result.time, now: now)
+        }
+        let answer = connection.deliver(batch)
+        let now = Date()
+        var records: [(id: String, record: AttemptRecord)]
+        /// Told after the spool recorded them (a reader of the log finds the spool already changed).
+        var told: [(DeliveryOutcome?, String)] = []
+        var keepBatch = true
+        switch answer {
+        case nil:  // cancelled at shutdown: not sent
+            records = batch.records.map { ($0.id, .released) }
+        case .whole(.dead(let reason, _))? where batch.records.count > 1:
+            // Which of them was refused is not known: each goes alone, and only that one is dead.
+            keepBatch = false
+            records = batch.records.map { ($0.id, .released) }
+            state.withLock { $0.singly.formUnion(batch.records.map(\.id)) }
+            logger.warn(
+                "\(voice.prefix): a request of several scans was refused; they go one by one",
+                [("scans", String(batch.records.count)), ("reason", reason)])
+        case .whole(let outcome)?:
+            let record = applied(outcome, now: now, scans: batch.records.count)
+            records = batch.records.map { ($0.id, record) }
+            if batch.records.count == 1 {
+                keepBatch = !QueuedSinkRunner.isFinal(outcome)
+                told = [(outcome, batch.records[0].id)]
+            }
+        case .each(let outcomes)?:
+            keepBatch = false
+            let scans = batch.records.map(\.id)
+            records = zip(scans, outcomes).map { id, outcome in (id, applied(outcome, now: now)) }
+            told = Array(zip(outcomes, scans))
+        case .refused(let reason)?:
+            keepBatch = false
+            records = batch.records.map { ($0.id, .released) }
+            let first = state.update { s in
+                defer { s.batchesRefused = true }
+                return !s.batchesRefused
+            }
+            if first {
+                let line = voice.refusedBatches(reason)
+                logger.warn(line.message, line.fields)
+            }
+        }
+        state.withLock { s in
+            for (id, record) in records where record != .released { s.singly.remove(id) }
+        }
+        record(batch.key, records, keepBatch: keepBatch, now: now)
+        for (outcome, id) in told { log(outcome, id: id) }
+        return (changed, backlogDueAt)
+    }
+
+    /// Writes what one answer left on its scans; a spool that refuses (a full disk) is asked again every second
+    /// until it takes it or the runner stops (the scans then stay leased and go again: at least once).
+    private func record(
+        _ key: String, _ records: [(id: String, record: AttemptRecord)], keepBatch: Bool, now: Date
+    ) {
         var failing = false
         while true {
             do {
-                try spool.recordSinkAttempt(name, seqs: seqs, attempt, now: now)
-                if failing { logger.info("\(name): outcomes are recorded again") }
-                if attempt != .released, attempt != .abandoned { delivered() }
+                try ledger.recordAttempts(batch: key, records, keepBatch: keepBatch, now: now)
+                if failing { logger.info("\(voice.prefix): outcomes are recorded again") }
                 return
             } catch {
                 if !failing {
                     failing = true
-                    logger.error("\(name): cannot record an outcome; retrying", [("error", error.description)])
+                    logger.error(
+                        "\(voice.prefix): cannot record an outcome; retrying",
+                        [("id", key), ("error", error.description)])
                 }
                 if state.wait(until: MonotonicClock.deadline(after: 1), for: { $0.stopping }) { return }
             }
         }
     }
 
-    /// The queue had fewer due scans than asked for: the rest are leased. When the earliest lease ends (by the
-    /// wall clock, as the spool keeps it), the queue is looked at again, or a scan a dead process claimed would
-    /// wait for the next commit.
-    private func noteLeases() {
-        guard let end = try? spool.nextLeaseEnd(forSink: name) else {
-            state.withLock { $0.leaseEnds = nil }
-            return
+    /// Updates health from one outcome for `scans` scans (under the lock); logs only when health changes. Returns
+    /// the wall-clock time of the scans' next attempt (for a retry), whether the whole backlog is due again
+    /// (recovery) and whether health changed.
+    private func apply(_ outcome: DeliveryOutcome?, scans: Int, sentAt: Double, now: Date, to s: inout State) -> (
+        time: Date?, backlogDue: Bool, healthChanged: Bool
+    ) {
+        guard let outcome else { return (nil, false, false) }
+        let clock = MonotonicClock.now()
+        switch outcome {
+        case .delivered, .dead:
+            if case .delivered = outcome { s.stats.delivered += scans } else { s.stats.dead += scans }
+            guard case .resumed(let downFor, let failedAttempts, let afterPause)? = s.health.succeeded(clock: clock)
+            else { return (nil, false, false) }
+            let line = voice.resumed(downFor, failedAttempts, afterPause)
+            logger.info(line.message, line.fields)
+            return (nil, true, true)
+        case .retry(let reason, let retryAfter):
+            s.stats.failures += scans
+            let (delay, change) = s.health.failed(
+                reason: reason, retryAfter: retryAfter, now: now, clock: clock, random: random(), sentAt: sentAt)
+            if change != nil {
+                let line = voice.failing(reason)
+                logger.warn(line.message, line.fields)
+            }
+            return (now.addingTimeInterval(delay), false, change != nil)
+        case .authPaused(let reason), .redirected(let reason):
+            s.stats.failures += scans
+            guard s.health.pause(reason: reason, now: now, clock: clock) != nil else { return (nil, false, false) }
+            let line = voice.paused(outcome)
+            logger.error(line.message, line.fields)
+            return (nil, false, true)
         }
-        // A lease never lasts longer than `Spool.longestWait` (a wall clock stepped back claims it at once).
-        let wait = min(max(0, end.timeIntervalSinceNow), Spool.longestWait) + 0.01
-        state.withLock { $0.leaseEnds = MonotonicClock.now() + wait }
     }
 
-    private func claimFailed(_ error: SpoolError) {
-        let (delay, first) = state.withLock { s -> (Double, Bool) in
-            s.claimFailures += 1
-            s.wakeRequested = true
-            return (
-                QueuedSinkRunner.spoolBackoff.delay(attempt: s.claimFailures - 1, random: 0.75 + 0.25 * random()),
-                s.claimFailures == 1
-            )
+    /// One line per delivered (debug) or dead (warning) scan; failures and pauses are told once per change of
+    /// health instead.
+    private func log(_ outcome: DeliveryOutcome?, id: String) {
+        switch outcome {
+        case .delivered?: logger.debug(voice.deliveredScan, [("id", id)])
+        case .dead(let reason, _)?:
+            let line = voice.refusedScan(id, reason)
+            logger.warn(line.message, line.fields)
+        default: break
         }
-        if first { logger.error("\(name): cannot read the spool; retrying", [("error", error.description)]) }
-        state.wait(until: MonotonicClock.deadline(after: delay)) { $0.stopping }
     }
 
-    private func log(_ change: SinkHealth.Change?) {
-        switch change {
-        case nil: break
-        case .startedFailing(let reason)?:
-            logger.warn("\(name): delivery failing; scans stay queued and are retried", [("reason", reason)])
-        case .resumed(let downFor, let failedAttempts, let afterPause)?:
-            logger.info(
-                afterPause ? "\(name): delivery resumed after the pause" : "\(name): delivery resumed",
-                [("downSeconds", String(format: "%.1f", downFor)), ("failedAttempts", String(failedAttempts))])
-        case .paused(let reason)?:
-            logger.error(
-                "\(name): delivery paused until a reload or for \(Int(QueuedSinkRunner.pauseDuration / 60)) min",
-                [("reason", reason)])
+    /// Delivered or dead: the scan is done. Anything else leaves a lone scan to go alone again under its own key
+    /// (an answer may have been lost), never inside a batch under another.
+    public static func isFinal(_ outcome: DeliveryOutcome?) -> Bool {
+        switch outcome {
+        case .delivered?, .dead?: return true
+        default: return false
+        }
+    }
+
+    /// What an outcome leaves on its scan (docs/contracts.md, "Outcomes"). A nil outcome (cancelled at
+    /// shutdown) releases the scan.
+    public static func attemptRecord(_ outcome: DeliveryOutcome?, retryAt: Date?, now: Date) -> AttemptRecord {
+        switch outcome {
+        case nil: return .released
+        case .delivered(let response)?: return .outcome(.delivered(response: response))
+        case .dead(let reason, let response)?: return .outcome(.dead(reason: reason, response: response))
+        case .retry(let reason, _)?: return .outcome(.retry(reason: reason, nextAttempt: retryAt ?? now))
+        case .authPaused(let reason)?, .redirected(let reason)?: return .paused(reason: reason)
         }
     }
 }

@@ -8,7 +8,7 @@ import Spool
 
 extension ScanSinkModule {
     /// A webhook (`webhook` section): every scan's `spool export` object POSTed from the spool's `webhook` queue, in
-    /// capture order, at least once (docs/contracts.md, "Webhook request").
+    /// capture order per identifier, at least once (docs/contracts.md, "Webhook request").
     public static let webhook = ScanSinkModule(
         name: "webhook", statusKey: "webhook", configSection: WebhookConfig.self,
         make: { SinkSlot<QueuedSinkRunner, WebhookSettings>(.queued(.webhook), context: $0) },
@@ -20,34 +20,42 @@ extension QueuedSinkKind<WebhookSettings> {
     static let webhook = QueuedSinkKind(
         name: "webhook",
         settings: { configuration throws(ConfigError) in try WebhookConfig.settings(configuration.config) },
-        options: { .init(batchSize: $0.batchSize, lease: $0.timeout + 5) },
         describe: { [("url", $0.url)] },
         transport: { settings, logger in
             [settings.token, settings.secret].compactMap { $0 }.forEach(logger.addSecret)
-            guard let client = HTTPClient() else {
-                logger.error("webhook: cannot create an HTTP client (libcurl)")
-                return nil
-            }
-            return WebhookTransport(settings: settings, client: client)
+            return WebhookTransport(settings: settings, logger: logger)
         })
 }
 
 /// One webhook request per batch: the body, its headers, and what the receiver's answer means.
-struct WebhookTransport: QueuedSinkTransport {
+struct WebhookTransport: QueuedSinkTransport, QueuedSinkConnection {
     let settings: WebhookSettings
-    let client: HTTPClient
+    let logger: Logger
+    var client: HTTPClient?
 
-    func cancel() { client.cancel() }
+    var batchSize: Int { settings.batchSize }
+    var lease: Double { settings.timeout + 5 }
 
-    func deliver(_ batch: [SinkItem]) -> QueuedDelivery {
-        let request = WebhookTransport.request(batch.map(\.record), settings: settings)
+    func connect() -> (any QueuedSinkConnection)? {
+        guard let client = HTTPClient() else {
+            logger.error("webhook: cannot create an HTTP client (libcurl)")
+            return nil
+        }
+        return WebhookTransport(settings: settings, logger: logger, client: client)
+    }
+
+    func cancel() { client?.cancel() }
+
+    func deliver(_ batch: DeliveryBatch) -> QueuedAnswer? {
+        guard let client else { return nil }
+        let request = WebhookTransport.request(batch.records, settings: settings)
         do {
             let response = try client.post(
                 url: settings.url, headers: request.headers, body: request.body, timeout: settings.timeout,
                 allowHTTP: settings.allowHTTP)
-            return WebhookTransport.classify(response)
+            return .whole(WebhookTransport.classify(response))
         } catch {
-            return error.cancelled ? .abandoned : .retry(reason: error.description, retryAfter: nil)
+            return error.cancelled ? nil : .whole(.retry(reason: error.description, retryAfter: nil))
         }
     }
 
@@ -71,16 +79,16 @@ struct WebhookTransport: QueuedSinkTransport {
 
     /// 2xx taken; a redirect (never followed: the token would go elsewhere), 401 and 403 pause; 400, 404, 410,
     /// 413 and 422 refuse the scan for good; anything else (408, 429, 5xx) is retried, after `Retry-After` if given.
-    static func classify(_ response: HTTPResponse) -> QueuedDelivery {
+    static func classify(_ response: HTTPResponse) -> DeliveryOutcome {
         let status = response.status
         let retryAfter = response.retryAfter.flatMap(DeliveryClassifier.parseRetryAfter)
         switch status {
-        case 200..<300: return .delivered
+        case 200..<300: return .delivered(response: "")
         case 300..<400:
             let target = response.location.map { " to " + String($0.prefix(300)) } ?? " without a Location"
-            return .paused(reason: "HTTP \(status): webhook.url redirects\(target)")
-        case 401, 403: return .paused(reason: "HTTP \(status): the receiver refused the request's credentials")
-        case 400, 404, 410, 413, 422: return .dead(reason: "HTTP \(status)" + excerpt(response.body))
+            return .redirected(reason: "HTTP \(status): webhook.url redirects\(target)")
+        case 401, 403: return .authPaused(reason: "HTTP \(status): the receiver refused the request's credentials")
+        case 400, 404, 410, 413, 422: return .dead(reason: "HTTP \(status)" + excerpt(response.body), response: "")
         default: return .retry(reason: "HTTP \(status)" + excerpt(response.body), retryAfter: retryAfter)
         }
     }

@@ -86,8 +86,8 @@ struct WebhookTransportTests {
         let outcome = WebhookTransport.classify(
             HTTPResponse(status: status, retryAfter: "7", location: nil, body: Array("line one\nline two".utf8)))
         switch (outcome, meaning) {
-        case (.delivered, "delivered"), (.paused, "paused"): break
-        case (.dead(let reason), "dead"): #expect(reason == "HTTP \(status): line one line two")
+        case (.delivered, "delivered"), (.authPaused, "paused"), (.redirected, "paused"): break
+        case (.dead(let reason, _), "dead"): #expect(reason == "HTTP \(status): line one line two")
         case (.retry(_, let retryAfter), "retry"): #expect(retryAfter == 7)
         default: Issue.record("HTTP \(status) gave \(outcome), not \(meaning)")
         }
