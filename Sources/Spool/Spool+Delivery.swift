@@ -83,10 +83,12 @@ extension Spool {
         )
         """
 
-    /// The heads of `identifierHeads` as the sink ?9's queue rows and their scans (`a` and `s`).
+    /// The heads of `identifierHeads` as the sink ?9's queue rows and their scans (`a` and `s`). `CROSS JOIN`
+    /// keeps the heads the outer loop: with the heads a compound query, SQLite's planner would otherwise walk every
+    /// queue row of the sink and look each up among the heads (measured: a 100,000-scan drain 11 times slower).
     static let headRows = """
-        heads JOIN sink_queue AS a ON a.sink = ?9 AND a.seq = heads.seq
-        JOIN scans AS s ON s.seq = heads.seq
+        heads CROSS JOIN sink_queue AS a ON a.sink = ?9 AND a.seq = heads.seq
+        CROSS JOIN scans AS s ON s.seq = heads.seq
         """
 }
 
