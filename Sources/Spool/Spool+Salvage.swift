@@ -10,7 +10,8 @@ public struct SalvageReport: Sendable, Equatable {
     /// Scans already here (the same id or position): left as they are.
     public var alreadyHere = 0
     /// Positions of the damaged file's sequence that could not be read (a position emptied by a purge that sits
-    /// in a damaged page counts too: an upper bound of the scans lost).
+    /// in a damaged page counts too: an upper bound of the scans lost), and rows read as values their table refuses
+    /// (a NULL id: a damaged cell).
     public var unreadable = 0
     /// Positions up to the damaged file's last that gave nothing when asked for alone: purged before the damage,
     /// or lost without a trace in a damaged page (the file cannot tell which).
@@ -82,23 +83,29 @@ extension Spool {
         }
         let select = "SELECT \(scanColumns.joined(separator: ", ")) FROM scans WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq"
         let point = "SELECT \(scanColumns.joined(separator: ", ")) FROM scans WHERE seq = ?1"
-        // The last position: the tree's own answer, else the sequence's; one beyond any spool's (a damaged page
-        // read as a number) counts as unknown.
-        let last = [
+        // The last position, asked two ways: the tree's largest key and the sequence. A damaged page can make
+        // either read as any number (a torn cell's key, say, 10^11: read up to it, the salvage would never end), so
+        // the smaller is the one read up to. Past it, or when neither reads, ranges are read on while they give
+        // scans, until 100,000 positions in a row gave none.
+        let asked = [
             try? source.scalarInt("SELECT max(seq) FROM scans"),
             try? source.scalarInt("SELECT seq FROM sqlite_sequence WHERE name = 'scans'"),
-        ].compactMap { $0 ?? nil }.first { $0 > 0 && $0 < 1 << 40 }
-        // Without its last position (both unreadable), ranges are read until 100,000 positions in a row gave none.
+        ].compactMap { $0 ?? nil }.filter { $0 > 0 }
+        let last = asked.min()
+        let agreed = asked.count == 2 && asked[0] == asked[1]
         var start = 1
         var emptySince = 1
-        while last.map({ start <= $0 }) ?? (start - emptySince < 100_000) {
+        while last.map({ start <= $0 }) ?? false || (!agreed && start - emptySince < 100_000) {
             let end = start + Spool.salvageRange - 1
+            let to = last.map { start <= $0 ? min(end, $0) : end } ?? end
             var rows: [[SQLiteValue]] = []
-            report.unreadable += Spool.readRange(
-                source, range: select, point: point, start, min(end, last ?? end), columns: scanColumns.count,
+            let failed = Spool.readRange(
+                source, range: select, point: point, start, to, columns: scanColumns.count,
                 seqIndex: seqIndex, into: &rows)
+            // Past the last position a failed seek is no scan known to be lost.
+            if last.map({ start <= $0 }) ?? true { report.unreadable += failed }
             if !rows.isEmpty { emptySince = end + 1 }
-            if let last { report.absent += min(end, last) - start + 1 - rows.count }
+            if let last, start <= last { report.absent += min(end, last) - start + 1 - rows.count }
             if !rows.isEmpty {
                 try copy(rows, columns: scanColumns, queueColumns: queueColumns, from: source, report: &report)
             }
@@ -228,6 +235,18 @@ extension Spool {
         }
     }
 
+    /// Steps `statement` (an insert or update of a salvaged row); false when the row breaks a rule of its table (a
+    /// NULL id, a state no scan has: a damaged cell read as values). SQLite undoes only that statement, so the
+    /// salvage goes on with the next row instead of failing whole and being tried again, in vain, at every start.
+    static func stepUnlessBroken(_ statement: Statement) throws(SQLiteError) -> Bool {
+        do {
+            _ = try statement.step()
+            return true
+        } catch let error where error.code & 0xFF == SQLITE_CONSTRAINT {
+            return false
+        }
+    }
+
     /// Inserts `rows` (scans) in one transaction, then gives each the delivery states it had.
     private func copy(
         _ rows: [[SQLiteValue]], columns: [String], queueColumns: [String], from source: SQLiteConnection,
@@ -255,11 +274,12 @@ extension Spool {
             "UPDATE sink_queue SET "
             + stateColumns.enumerated().map { "\($0.element) = ?\($0.offset + 3)" }.joined(separator: ", ")
             + " WHERE sink = ?1 AND seq = ?2"
-        let (recovered, lost) = try withConnection { db throws(SQLiteError) -> (Int, Int) in
-            try db.transaction { () throws(SQLiteError) -> (Int, Int) in
+        let (recovered, lost, broken) = try withConnection { db throws(SQLiteError) -> (Int, Int, Int) in
+            try db.transaction { () throws(SQLiteError) -> (Int, Int, Int) in
                 let sequenceBefore = try db.scalarInt("SELECT seq FROM sqlite_sequence WHERE name = 'scans'") ?? 0
                 var recovered = 0
                 var lost = 0
+                var broken = 0
                 let scan = try db.prepare(insert)
                 let idIndex = columns.firstIndex(of: "id") ?? 0
                 let known = try db.prepare("SELECT 1 FROM scans WHERE id = ?1")
@@ -268,7 +288,10 @@ extension Spool {
                     var seq = original
                     scan.reset()
                     for (index, value) in row.enumerated() { try value.bind(scan, Int32(index + 1)) }
-                    try scan.step()
+                    guard try Spool.stepUnlessBroken(scan) else {
+                        broken += 1
+                        continue
+                    }
                     if db.changes == 0 {
                         // Its position is taken by another scan (a fresh spool that began from 1, when power was cut
                         // between moving the file aside and continuing its sequence): kept at a new position.
@@ -282,7 +305,10 @@ extension Spool {
                         for (index, value) in row.enumerated() where index != seqIndex {
                             try value.bind(moved, Int32(index < seqIndex ? index + 1 : index))
                         }
-                        try moved.step()
+                        guard try Spool.stepUnlessBroken(moved) else {
+                            broken += 1
+                            continue
+                        }
                         seq = try db.scalarInt("SELECT last_insert_rowid()") ?? seq
                     }
                     recovered += 1
@@ -291,6 +317,7 @@ extension Spool {
                         lost += 1
                         continue
                     }
+                    var statesBroken = false
                     let sinks = queued.compactMap { row -> String? in
                         if case .text(let name) = row[sinkIndex] { return name }
                         return nil
@@ -323,8 +350,10 @@ extension Spool {
                             try value.bind(set, index)
                             index += 1
                         }
-                        try set.step()
+                        // A state the table does not allow was read from a damaged page: pending again.
+                        if try !Spool.stepUnlessBroken(set) { statesBroken = true }
                     }
+                    if statesBroken { lost += 1 }
                 }
                 // The scans alive are the sequence plus `scan_counts` (Schema 4), and a scan inserted at a position
                 // of its own moves the sequence only past the highest: the pending row makes up the difference.
@@ -333,11 +362,12 @@ extension Spool {
                 if missing != 0 {
                     try db.execute("UPDATE scan_counts SET n = n + \(missing) WHERE state = 'pending'")
                 }
-                return (recovered, lost)
+                return (recovered, lost, broken)
             }
         }
         report.recovered += recovered
-        report.alreadyHere += rows.count - recovered
+        report.alreadyHere += rows.count - recovered - broken
+        report.unreadable += broken
         report.statesLost += lost
     }
 }
