@@ -16,8 +16,6 @@ public final class Forwarder: Service {
     private let transport: APITransport
 
     public static var backoff: Backoff { QueuedSinkRunner.backoff }
-    /// How long a delivery pause (refused token, redirect) lasts before one probe is tried (SIGHUP ends it).
-    public static var pauseDuration: Double { QueuedSinkRunner.pauseDuration }
     /// How long a claimed scan is reserved: the request timeout plus a margin. If this process dies, another
     /// `run` sends the scan again after this long (the idempotency key makes the repeat harmless).
     public static func lease(_ settings: APISettings) -> Double { settings.timeout + 5 }
@@ -63,33 +61,6 @@ public final class Forwarder: Service {
     /// `stop(deadline:)` with a deadline `timeout` seconds from now.
     public func stop(timeout: Double = 4.5) { stop(deadline: MonotonicClock.deadline(after: timeout)) }
 
-    /// Sends one claimed scan and records the outcome: `scan`'s single attempt (`deliverOnce`), recorded as a
-    /// worker records it. `retryAt` answers, for the outcome and the time it came, when a retry is due.
-    @discardableResult
-    static func send(
-        _ record: ScanRecord, settings: APISettings, client: HTTPClient, ledger: DeliveryLedger, logger: Logger,
-        retryAt: (DeliveryOutcome?, Date) -> Date?
-    ) -> DeliveryOutcome? {
-        let outcome = Delivery(settings: settings, client: client).attempt(record)
-        let now = Date()
-        do {
-            try ledger.recordAttempts(
-                batch: record.id,
-                [(record.id, QueuedSinkRunner.attemptRecord(outcome, retryAt: retryAt(outcome, now), now: now))],
-                keepBatch: !QueuedSinkRunner.isFinal(outcome), now: now)
-        } catch {
-            logger.error("delivery: cannot record the outcome", [("id", record.id), ("error", error.description)])
-        }
-        switch outcome {
-        case .delivered?: logger.debug("scan delivered", [("id", record.id)])
-        case .dead(let reason, _)?:
-            let line = QueuedSinkVoice.api(url: { settings.url }).refusedScan(record.id, reason)
-            logger.warn(line.message, line.fields)
-        default: break
-        }
-        return outcome
-    }
-
     /// What `deliverOnce` did.
     public enum OneAttempt: Sendable {
         /// An earlier scan of the identifier is pending: the scan is left to the service so capture order holds.
@@ -101,7 +72,7 @@ public final class Forwarder: Service {
     }
 
     /// `scan`'s single delivery attempt (docs/contracts.md, "Delivery order"): only when no earlier scan of the
-    /// identifier is pending, sent and recorded exactly as a worker does, a retry due after the first backoff.
+    /// identifier is pending, sent, recorded and told exactly as a worker does, a retry due after the first backoff.
     public static func deliverOnce(scanID: String, spool: Spool, settings: APISettings, logger: Logger) -> OneAttempt {
         let ledger = spool.ledger(Spool.apiSink)
         guard let record = try? ledger.claimIfHead(id: scanID, now: Date(), lease: lease(settings)) else {
@@ -112,11 +83,24 @@ public final class Forwarder: Service {
             try? ledger.release(id: scanID)
             return .noClient
         }
-        let outcome = send(record, settings: settings, client: client, ledger: ledger, logger: logger) { outcome, now in
-            guard case .retry(_, let retryAfter)? = outcome else { return nil }
-            return now.addingTimeInterval(
+        let outcome = Delivery(settings: settings, client: client).attempt(record)
+        let now = Date()
+        var retryAt: Date?
+        if case .retry(_, let retryAfter)? = outcome {
+            retryAt = now.addingTimeInterval(
                 backoff.delay(attempt: 0, retryAfter: retryAfter, random: Double.random(in: 0...1)))
         }
+        let voice = QueuedSinkVoice.api(url: { settings.url })
+        do {
+            try ledger.recordAttempts(
+                batch: record.id, [(record.id, QueuedSinkRunner.attemptRecord(outcome, retryAt: retryAt, now: now))],
+                keepBatch: !QueuedSinkRunner.isFinal(outcome), now: now)
+        } catch {
+            // No retry here, unlike a worker's: the scan stays leased and the service sends it after the lease.
+            logger.error(
+                "\(voice.prefix): cannot record the outcome", [("id", record.id), ("error", error.description)])
+        }
+        voice.tell(outcome, id: record.id, logger: logger)
         return .sent(outcome)
     }
 }

@@ -66,6 +66,18 @@ public struct QueuedSinkVoice: Sendable {
         self.refusedBatches = refusedBatches
     }
 
+    /// One line per delivered (debug) or dead (warning) scan; failures and pauses are told once per change of
+    /// health instead (the runner's workers and the `scan` command's one attempt say the same).
+    public func tell(_ outcome: DeliveryOutcome?, id: String, logger: Logger) {
+        switch outcome {
+        case .delivered?: logger.debug(deliveredScan, [("id", id)])
+        case .dead(let reason, _)?:
+            let line = refusedScan(id, reason)
+            logger.warn(line.message, line.fields)
+        default: break
+        }
+    }
+
     /// The lines of a sink known by `name` ("webhook: delivery failing; ...").
     public static func named(_ name: String) -> QueuedSinkVoice {
         QueuedSinkVoice(
@@ -499,7 +511,7 @@ public final class QueuedSinkRunner: Service {
             for (id, record) in records where record != .released { s.singly.remove(id) }
         }
         record(batch.key, records, keepBatch: keepBatch, now: now)
-        for (outcome, id) in told { log(outcome, id: id) }
+        for (outcome, id) in told { voice.tell(outcome, id: id, logger: logger) }
         return (changed, backlogDueAt)
     }
 
@@ -557,18 +569,6 @@ public final class QueuedSinkRunner: Service {
             let line = voice.paused(outcome)
             logger.error(line.message, line.fields)
             return (nil, false, true)
-        }
-    }
-
-    /// One line per delivered (debug) or dead (warning) scan; failures and pauses are told once per change of
-    /// health instead.
-    private func log(_ outcome: DeliveryOutcome?, id: String) {
-        switch outcome {
-        case .delivered?: logger.debug(voice.deliveredScan, [("id", id)])
-        case .dead(let reason, _)?:
-            let line = voice.refusedScan(id, reason)
-            logger.warn(line.message, line.fields)
-        default: break
         }
     }
 
