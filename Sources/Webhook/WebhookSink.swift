@@ -27,11 +27,11 @@ extension QueuedSinkKind<WebhookSettings> {
         })
 }
 
-/// One webhook request per batch: the body, its headers, and what the receiver's answer means.
-struct WebhookTransport: QueuedSinkTransport, QueuedSinkConnection {
+/// The webhook's side of the runner: its batch size and lease, a connection per worker, and what a request holds and
+/// an answer means.
+struct WebhookTransport: QueuedSinkTransport {
     let settings: WebhookSettings
     let logger: Logger
-    var client: HTTPClient?
 
     var batchSize: Int { settings.batchSize }
     var lease: Double { settings.timeout + 5 }
@@ -41,22 +41,7 @@ struct WebhookTransport: QueuedSinkTransport, QueuedSinkConnection {
             logger.error("webhook: cannot create an HTTP client (libcurl)")
             return nil
         }
-        return WebhookTransport(settings: settings, logger: logger, client: client)
-    }
-
-    func cancel() { client?.cancel() }
-
-    func deliver(_ batch: DeliveryBatch) -> QueuedAnswer? {
-        guard let client else { return nil }
-        let request = WebhookTransport.request(batch.records, settings: settings)
-        do {
-            let response = try client.post(
-                url: settings.url, headers: request.headers, body: request.body, timeout: settings.timeout,
-                allowHTTP: settings.allowHTTP)
-            return .whole(WebhookTransport.classify(response))
-        } catch {
-            return error.cancelled ? nil : .whole(.retry(reason: error.description, retryAfter: nil))
-        }
+        return WebhookConnection(settings: settings, client: client)
     }
 
     /// The body (one scan's object when `batchSize` is 1, else a JSON array) and its headers: the key a receiver
@@ -139,3 +124,23 @@ func sha256(_ data: [UInt8]) -> [UInt8] {
 }
 
 func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.joined() }
+
+/// One worker's keep-alive client: one request per batch, one at a time.
+struct WebhookConnection: QueuedSinkConnection {
+    let settings: WebhookSettings
+    let client: HTTPClient
+
+    func cancel() { client.cancel() }
+
+    func deliver(_ batch: DeliveryBatch) -> QueuedAnswer? {
+        let request = WebhookTransport.request(batch.records, settings: settings)
+        do {
+            let response = try client.post(
+                url: settings.url, headers: request.headers, body: request.body, timeout: settings.timeout,
+                allowHTTP: settings.allowHTTP)
+            return .whole(WebhookTransport.classify(response))
+        } catch {
+            return error.cancelled ? nil : .whole(.retry(reason: error.description, retryAfter: nil))
+        }
+    }
+}
