@@ -217,10 +217,12 @@ struct MQTTTests {
         let firstFailure = Date()
         // Reconnects 1 s doubling to 30 s (MQTTSink.maxReconnectDelay), each wait 3/4 to all of it: after the first
         // failure, attempts by 1, 3, 7, 15 and 31 s; the next not before 45.75 s (23.25 + 3/4 of 30). The broker
-        // returns in that widest gap, so only the reload can connect before its end: under ThreadSanitizer and a
-        // parallel suite a reload may take seconds, and a shorter gap (15-23.25 s) let the bridge's own attempt win.
+        // returns in the middle of that widest gap, so only the reload can connect before its end: under
+        // ThreadSanitizer and a parallel suite a reload may take seconds, and a shorter gap (15-23.25 s) let the
+        // bridge's own attempt win. Each failed attempt's own time adds to the waits, so the fifth can come after
+        // 31 s: at 32 s, 1 s after it was due at the latest, it won once under ThreadSanitizer in CI.
         // (`firstFailure` is when this test saw the line, at or after the failure, so the real gap is only later.)
-        usleep(32_000_000)
+        usleep(38_000_000)
         try broker.start()
         bridge.signal(SIGHUP)
         let connected = bridge.waitForLogLine(timeout: 10) { $0.contains("mqtt: connected; publishing") }
