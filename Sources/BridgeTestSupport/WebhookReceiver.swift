@@ -14,6 +14,8 @@ public struct WebhookRequest: Sendable {
     public var signature: Bool?
     /// Why the receiver refused it with 401 (nil: it did not).
     public var error: String?
+    /// The SHA-256 of the body's bytes, as the receiver read them (hex).
+    public var bodyDigest: String?
 
     public var taken: Bool { status.map { (200..<300).contains($0) } ?? false }
 
@@ -25,6 +27,7 @@ public struct WebhookRequest: Sendable {
         status = json["status"] as? Int
         signature = json["signature"] as? Bool
         error = json["error"] as? String
+        bodyDigest = json["bodyDigest"] as? String
     }
 }
 

@@ -7,7 +7,7 @@ import Plugins
 import Spool
 
 extension ScanSinkModule {
-    /// A webhook (`webhook` section): every scan's `spool export` object POSTed from the spool's `webhook` queue, in
+    /// A webhook (`webhook` section): every read POSTed from the spool's `webhook` queue, in
     /// capture order per identifier, at least once (docs/contracts.md, "Webhook request").
     public static let webhook = ScanSinkModule(
         name: "webhook", statusKey: "webhook", configSection: WebhookConfig.self,
@@ -44,11 +44,13 @@ struct WebhookTransport: QueuedSinkTransport {
         return WebhookConnection(settings: settings, client: client)
     }
 
-    /// The body (one scan's object when `batchSize` is 1, else a JSON array) and its headers: the key a receiver
+    /// The body (one read's object when `batchSize` is 1, else a JSON array; the read without its delivery state,
+    /// so every try of a request carries the same bytes) and its headers: the key a receiver
     /// de-duplicates by (the scan's id, or for several the SHA-256 of their ids, so a repeat of the same scans
     /// has the same key), the bearer token and the body's signature when configured.
     static func request(_ records: [ScanRecord], settings: WebhookSettings) -> (body: [UInt8], headers: [String]) {
-        let json: JSONValue = settings.batchSize == 1 ? records[0].json() : .array(records.map { $0.json() })
+        let json: JSONValue =
+            settings.batchSize == 1 ? records[0].readJSON() : .array(records.map { $0.readJSON() })
         let body = Array(json.encoded().utf8)
         let key =
             records.count == 1 ? records[0].id : hex(sha256(Array(records.map(\.id).joined(separator: "\n").utf8)))

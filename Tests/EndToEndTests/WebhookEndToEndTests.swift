@@ -75,6 +75,16 @@ struct WebhookEndToEndTests {
             return false
         }
 
+        /// Every try of a request carried the same bytes as its first (docs/contracts.md, "Webhook request": the
+        /// body is the read, not its delivery state), and at least one key was sent more than once, so the check
+        /// compared something. Receivers that compare the body per key (Stripe's rule) accept such a retry.
+        func everyKeyCarriedOneBody(_ requests: [WebhookRequest]) -> Bool {
+            let bodies = Dictionary(grouping: requests.filter { $0.error == nil }, by: { $0.key ?? "" })
+                .mapValues { Set($0.map { $0.bodyDigest ?? "" }) }
+            let repeated = Dictionary(grouping: requests, by: { $0.key ?? "" }).values.contains { $0.count > 1 }
+            return repeated && bodies.values.allSatisfy { $0.count == 1 }
+        }
+
         func teardown() {
             receiver.stop()
             dir.remove()
@@ -124,6 +134,7 @@ struct WebhookEndToEndTests {
         #expect(requests.allSatisfy { $0.error == nil }, "\(requests.compactMap(\.error))")
         #expect(requests.allSatisfy { $0.signature == true })
         #expect(requests.allSatisfy { $0.key != nil && $0.key == $0.expectedKey && !$0.batch })
+        #expect(rig.everyKeyCarriedOneBody(requests))
         #expect(Set(try rig.receiver.taken()) == Set(all))
         let queue = try #require(try rig.drainedQueue())
         #expect(queue.pending == 0 && queue.delivered == all.count && queue.refused == 0, "\(queue)")
@@ -174,6 +185,7 @@ struct WebhookEndToEndTests {
         )
         let requests = try rig.receiver.requests()
         #expect(requests.allSatisfy { $0.batch && $0.key == $0.expectedKey && $0.signature == true })
+        #expect(rig.everyKeyCarriedOneBody(requests))
         #expect(requests.contains { $0.ids.count > 1 && $0.status == 413 })
         #expect(Set(try rig.receiver.taken()) == Set(rest))
         // Capture order per identifier (docs/contracts.md, "Webhook request"): the scans of each were taken oldest

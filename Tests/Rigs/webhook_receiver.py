@@ -92,8 +92,9 @@ def make_handler(receiver):
 
         def hook(self, body):
             mode = dict(receiver.mode)
+            # The body's SHA-256, so a test can tell whether two tries under one key carried the same bytes.
             entry = {"key": self.headers.get("Idempotency-Key"), "ids": [], "status": None, "signature": None,
-                     "error": None}
+                     "error": None, "bodyDigest": hashlib.sha256(body).hexdigest()}
             problem = None
             if self.headers.get("Content-Type") != "application/json":
                 problem = "Content-Type is %r" % self.headers.get("Content-Type")

@@ -55,15 +55,38 @@ public struct ScanRecord: Sendable, Equatable {
         return LocationFix(latitude: lat, longitude: lon, accuracy: geo["accuracy"]?.doubleValue)
     }
 
-    /// The `spool list --json` object (docs/contracts.md, "Spool record"; field names fixed; absent values null).
+    /// The `spool list --json` object (docs/contracts.md, "Spool record"; field names fixed; absent values null):
+    /// the read's fields (`readJSON`) and its delivery state.
     public func json() -> JSONValue {
+        func optional(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
+        var fields = readFields()
+        fields.insert(("state", .string(state.rawValue)), at: 1)
+        fields += [
+            ("attempts", .integer(attempts)),
+            ("lastError", optional(lastError)),
+            ("createdAt", .string(Timestamp.format(createdAt))),
+            ("deliveredAt", deliveredAt.map { .string(Timestamp.format($0)) } ?? .null),
+            ("nextAttemptAt", nextAttemptAt.map { .string(Timestamp.format($0)) } ?? .null),
+            ("response", optional(response)),
+        ]
+        return .object(fields)
+    }
+
+    /// The read alone, without any delivery state (docs/contracts.md, "Webhook request"): what a sink sends. It
+    /// never changes once the scan is committed, so a retry carries the same bytes as the first try (the same
+    /// `Idempotency-Key`, the same body, the same signature). An unrecognized read has a null `input`.
+    public func readJSON() -> JSONValue {
+        .object(readFields() + [("createdAt", .string(Timestamp.format(createdAt)))])
+    }
+
+    /// The fields the read fixed at its commit, in the record's order up to `input`.
+    private func readFields() -> [(String, JSONValue)] {
         func optional(_ s: String?) -> JSONValue { s.map(JSONValue.string) ?? .null }
         // The input is stored as JSON text we wrote; if it ever fails to parse (a hand-edited row), show it as a
         // string rather than hiding it.
         let input: JSONValue = inputJSON.map { (try? JSONParser.parse($0)) ?? .string($0) } ?? .null
-        return .object([
+        return [
             ("id", .string(id)),
-            ("state", .string(state.rawValue)),
             (
                 "source",
                 .object([("kind", .string(sourceKind.rawValue)), ("device", .string(device)), ("uid", optional(uid))])
@@ -72,13 +95,7 @@ public struct ScanRecord: Sendable, Equatable {
             ("symbology", optional(symbology)),
             ("genuine", genuine?.json ?? .null),
             ("input", input),
-            ("attempts", .integer(attempts)),
-            ("lastError", optional(lastError)),
-            ("createdAt", .string(Timestamp.format(createdAt))),
-            ("deliveredAt", deliveredAt.map { .string(Timestamp.format($0)) } ?? .null),
-            ("nextAttemptAt", nextAttemptAt.map { .string(Timestamp.format($0)) } ?? .null),
-            ("response", optional(response)),
-        ])
+        ]
     }
 }
 
