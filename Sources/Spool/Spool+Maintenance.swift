@@ -6,31 +6,44 @@ import Platform
 /// delivered scans pruned in bounded batches. The store itself is `Spool.swift`, the API's delivery ledger
 /// `Spool+Delivery.swift`, the other sinks' queue `SinkQueue.swift`, the local interface's reads `Spool+Feed.swift`.
 extension Spool {
-    /// Revives one dead scan (back to pending for the API, attempts reset). Returns false when no dead scan has that id.
-    public func retry(id: String) throws(SpoolError) -> Bool {
+    /// Revives one scan for every sink that refused it or still owes it (or for `sink` alone): pending again, attempts
+    /// and backoff reset. Returns false when no sink has it refused or pending.
+    public func retry(id: String, sink: String? = nil) throws(SpoolError) -> Bool {
         try withConnection { db throws(SQLiteError) in
             let s = try db.prepare(
                 """
                 UPDATE sink_queue SET state = 'pending', attempts = 0, next_attempt_at = NULL
-                WHERE sink = '\(Spool.apiSink)' AND seq = (SELECT seq FROM scans WHERE id = ?1)
-                  AND state IN ('refused', 'pending')
+                WHERE seq = (SELECT seq FROM scans WHERE id = ?1) AND state IN ('refused', 'pending')
+                  AND (?2 IS NULL OR sink = ?2)
                 """)
             try s.bind(1, id)
+            try s.bind(2, sink)
             try s.step()
             return db.changes > 0
         }
     }
 
-    /// Revives every dead scan; returns how many.
-    public func retryDead() throws(SpoolError) -> Int {
+    /// Revives every scan a sink refused, of every sink or of `sink` alone; returns how many queue rows.
+    public func retryDead(sink: String? = nil) throws(SpoolError) -> Int {
         try withConnection { db throws(SQLiteError) in
             let s = try db.prepare(
                 """
                 UPDATE sink_queue SET state = 'pending', attempts = 0, next_attempt_at = NULL
-                WHERE sink = '\(Spool.apiSink)' AND state = 'refused'
+                WHERE state = 'refused' AND (?1 IS NULL OR sink = ?1)
                 """)
+            try s.bind(1, sink)
             try s.step()
             return db.changes
+        }
+    }
+
+    /// The names of the sinks this spool has queues for (enabled or not), in name order.
+    public func sinkNames() throws(SpoolError) -> [String] {
+        try withConnection { db throws(SQLiteError) in
+            let s = try db.prepare("SELECT name FROM sinks ORDER BY name")
+            var names: [String] = []
+            while try s.step() { names.append(s.string(0) ?? "") }
+            return names
         }
     }
 

@@ -35,7 +35,8 @@ extension CLI {
                   list [--state S] [--last N] [--since AGE] [--newest-first] [--json]
                                            scans in capture order (JSON: one object per line)
                   stats [--json]           counts per state, oldest pending age, last delivery error
-                  retry ID | --dead        revive a dead scan (or all of them) for delivery
+                  retry ID | --dead [--sink NAME]
+                                           revive a dead scan (or all of them) for every sink, or for one
                   export                   every scan as JSON lines (for backup or hand-over)
                   purge --delivered --older-than AGE
                                            delete delivered scans older than AGE (e.g. 7d, 12h, 3600)
@@ -52,6 +53,7 @@ extension CLI {
                 Option("--since", value: "AGE", "scans captured in the last AGE (7d, 12h, 30m, 45s)", for: ["list"]),
                 Option("--newest-first", "newest scan first", for: ["list"]),
                 Option("--dead", "every dead scan", for: ["retry"]),
+                Option("--sink", value: "NAME", "only for this sink (api, mqtt, webhook)", for: ["retry"]),
                 Option("--delivered", "delivered scans (required: nothing else is purged)", for: ["purge"]),
                 Option(
                     "--older-than", value: "AGE", "scans older than AGE (7d, 12h, 30m, 45s, 1w or seconds)",

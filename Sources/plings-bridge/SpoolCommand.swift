@@ -174,20 +174,30 @@ extension CLI {
         return 0
     }
 
-    /// `spool retry ID|--dead`: a dead (or pending) scan is pending again, due now.
+    /// `spool retry ID|--dead [--sink NAME]`: what a sink refused (or still owes, for one ID) is pending again for
+    /// it, due now; every sink's, or one sink's.
     func spoolRetry(_ args: Arguments, _ settings: Settings, _ existing: Spool?) throws -> Int32 {
         guard let spool = existing else { throw CommandFailure.runtime("no spool at \(settings.spoolPath)") }
+        let sink = args.value("--sink")
+        if let sink {
+            let names = try spool.sinkNames()
+            guard names.contains(sink) else {
+                let known = names.isEmpty ? "none" : names.joined(separator: ", ")
+                throw CommandFailure.usage("this spool has no sink '\(sink)' (its sinks: \(known))")
+            }
+        }
         if args.has("--dead") {
-            let n = try spool.retryDead()
-            print("revived \(n) dead scan(s)")
+            let n = try spool.retryDead(sink: sink)
+            print("revived \(n) dead scan(s)" + (sink.map { " for \($0)" } ?? ""))
         } else {
             guard args.positional.count == 2 else {
                 throw CommandFailure.usage("spool retry needs an ID or --dead")
             }
-            guard try spool.retry(id: args.positional[1]) else {
-                throw CommandFailure.runtime("no dead or pending scan with id \(args.positional[1])")
+            guard try spool.retry(id: args.positional[1], sink: sink) else {
+                throw CommandFailure.runtime(
+                    "no dead or pending scan with id \(args.positional[1])" + (sink.map { " for \($0)" } ?? ""))
             }
-            show("scan \(args.positional[1]) is pending again")
+            show("scan \(args.positional[1]) is pending again" + (sink.map { " for \($0)" } ?? ""))
         }
         return 0
     }

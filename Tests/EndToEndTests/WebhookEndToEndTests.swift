@@ -197,5 +197,21 @@ struct WebhookEndToEndTests {
         }
         let queue = try #require(try rig.drainedQueue())
         #expect(queue.pending == 0 && queue.delivered == 9 && queue.refused == 1, "\(queue)")
+
+        // docs/contracts.md "Command line": `spool retry --dead --sink webhook` revives what the webhook refused,
+        // and the running bridge sends it again (the receiver now takes it). An unknown sink is a usage error.
+        try rig.receiver.setMode("ok")
+        func retry(_ extra: [String]) throws -> ProcessResult {
+            try ProcessRunner.run(
+                binary, ["spool", "retry", "--dead"] + extra + ["--config", rig.config, "--spool", rig.spoolPath],
+                environment: rig.environment)
+        }
+        let unknown = try retry(["--sink", "nowhere"])
+        #expect(unknown.status == 2 && unknown.stderr.contains("no sink 'nowhere'"), "\(unknown.stderr)")
+        let revived = try retry(["--sink", "webhook"])
+        #expect(revived.status == 0 && revived.stdout.contains("revived 1 dead scan(s) for webhook"), "\(revived)")
+        #expect(try rig.awaitTaken([ids[5]], timeout: 20))
+        let after = try #require(try rig.drainedQueue())
+        #expect(after.pending == 0 && after.delivered == 10 && after.refused == 0, "\(after)")
     }
 }
