@@ -10,7 +10,8 @@ extension ScanSinkModule {
     /// per identifier. Its status member is `delivery`.
     public static let api = ScanSinkModule(
         name: "api", statusKey: "delivery", configSection: APIConfig.self,
-        make: { SinkSlot<Forwarder, APISettings>(.api, context: $0) }, doctor: { APIDoctor.checks($0) })
+        make: { SinkSlot<Forwarder, APISettings>(.api, context: $0) }, doctor: { APIDoctor.checks($0) },
+        queue: { $0.api.url == nil ? nil : Spool.apiSink })
 }
 
 extension APISettings {
@@ -28,13 +29,22 @@ extension APISettings {
 extension Forwarder: SlotSink {}
 
 extension SinkSlotKind where Running == Forwarder, Settings == APISettings {
-    /// The API forwarder, present while `api.url` is configured. A reload that adds the URL starts one, a reload
-    /// that removes it stops it (scans then stay in the local spool, still queued for the API), a new
+    /// The API forwarder, present while `api.url` is configured, with the spool's `api` queue registered; without
+    /// it the queue is disabled, so reads are not queued for an API that is not there (a scan no sink queues is
+    /// `kept`). A reload that adds the URL starts one, a reload that removes it stops it (what is queued stays
+    /// queued, and goes when the URL is set again), a new
     /// `api.concurrency` makes a new one (its worker threads are made at start), and any other change of the API
     /// settings or the token reaches the running one (`Forwarder.reload`).
     static let api = SinkSlotKind(
-        name: "forwarder", queue: nil, settings: { APISettings($0) },
+        name: "forwarder", queue: Spool.apiSink, settings: { APISettings($0) },
         make: { settings, context in
+            do {
+                try context.spool.registerSink(Spool.apiSink)
+            } catch {
+                // A full disk at start: the queue registered by an earlier start (if any) still holds what goes.
+                context.logger.error(
+                    "delivery: cannot register the API's queue; delivering what it holds", [("error", "\(error)")])
+            }
             let forwarder = Forwarder(
                 spool: context.spool, settings: settings, logger: context.logger,
                 healthChanged: context.stateChanged, delivered: context.delivered)
@@ -48,7 +58,7 @@ extension SinkSlotKind where Running == Forwarder, Settings == APISettings {
         },
         started: { ("delivery started: scans go to the API", [("url", $0.url)]) },
         replaced: { ("delivery restarted with the new api.concurrency", [("concurrency", "\($0.concurrency)")]) },
-        removed: "delivery stopped: api.url was removed; scans stay in the local spool",
+        removed: "delivery stopped: no api.url; reads are not queued for the API (those queued stay until it is set)",
         // The start summary names the API already.
         announcesAtStart: false,
         status: { running, _ in

@@ -152,7 +152,8 @@ extension MQTTSink {
         var taken = 0
         var failure: Int32?
         for item in batch {
-            let payload = Array(item.record.json().encoded().utf8)
+            // The read, not its delivery state: a resend after a reconnect carries the same bytes.
+            let payload = Array(item.record.readJSON().encoded().utf8)
             let (rc, mid) = client.publish(topic: settings.topic(for: item.record), payload: payload)
             if MQTTClient.isSuccess(rc) || MQTTClient.isQueuedWithoutConnection(rc) {
                 // Without a connection libmosquitto keeps the message and sends it after the next CONNACK.

@@ -193,6 +193,59 @@ public enum Schema {
         ALTER TABLE batch_members_by_sink RENAME TO batch_members;
         CREATE INDEX batch_members_batch ON batch_members (sink, batch);
         """,
+        // 10: a scan's state is its sinks' (issue 56): `scans.state` is the scan's delivery over every sink that
+        // queued it, kept by triggers in the transaction that changes a queue row, so every process sees one state
+        // and the counts of schema 4 stay exact and flat. `pending` while an enabled sink still owes it; else `dead`
+        // when a sink refused it, `delivered` when every sink that queued it took it; `kept` when no enabled sink
+        // queued it (the spool is its destination); `unrecognized` stays what the parse said. `delivered_at` is when
+        // it was settled (delivered or dead), for the retention, which follows every sink (`purgeDelivered`). A
+        // queue row's change that leaves the scan's state as it was (MQTT's ack of a scan the API still owes)
+        // writes nothing to `scans`.
+        // 'kept' joins the CHECK of `scans.state` by `declarationEdits` (run before this text). Enabling or disabling
+        // a sink settles again the scans it owes: `run` disables the API's queue when no `api.url` is set, as it does
+        // every sink's. Settling every existing scan rewrites each recognized row once (docs/benchmarks.md).
+        """
+        CREATE TRIGGER sink_queue_settles_scan AFTER UPDATE OF state ON sink_queue BEGIN
+            UPDATE scans SET state = v.state, delivered_at = CASE WHEN v.state IN ('delivered', 'dead') THEN coalesce(
+                    CASE WHEN NEW.state != 'pending' THEN coalesce(NEW.delivered_at, NEW.last_attempt_at) END,
+                    strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) END
+            FROM (SELECT CASE
+                    WHEN EXISTS (SELECT 1 FROM sink_queue AS q JOIN sinks AS k ON k.name = q.sink
+                                 WHERE q.seq = NEW.seq AND q.state = 'pending' AND k.enabled = 1) THEN 'pending'
+                    WHEN EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = NEW.seq AND q.state = 'refused') THEN 'dead'
+                    WHEN EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = NEW.seq AND q.state = 'delivered')
+                        THEN 'delivered'
+                    ELSE 'kept' END AS state) AS v
+            WHERE scans.seq = NEW.seq AND scans.state != 'unrecognized' AND scans.state != v.state;
+        END;
+        CREATE TRIGGER sinks_settle_scans AFTER UPDATE OF enabled ON sinks WHEN OLD.enabled IS NOT NEW.enabled BEGIN
+            UPDATE sink_queue SET state = state WHERE sink = NEW.name AND state = 'pending';
+        END;
+        UPDATE scans SET (state, delivered_at) = (
+            SELECT v.state, CASE WHEN v.state IN ('delivered', 'dead') THEN coalesce(v.at, scans.delivered_at,
+                scans.created_at) END
+            FROM (SELECT CASE
+                    WHEN EXISTS (SELECT 1 FROM sink_queue AS q JOIN sinks AS k ON k.name = q.sink
+                                 WHERE q.seq = scans.seq AND q.state = 'pending' AND k.enabled = 1) THEN 'pending'
+                    WHEN EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = scans.seq AND q.state = 'refused')
+                        THEN 'dead'
+                    WHEN EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = scans.seq AND q.state = 'delivered')
+                        THEN 'delivered'
+                    ELSE 'kept' END AS state,
+                (SELECT max(coalesce(q.delivered_at, q.last_attempt_at)) FROM sink_queue AS q
+                    WHERE q.seq = scans.seq AND q.state != 'pending') AS at) AS v)
+        WHERE state != 'unrecognized';
+        CREATE INDEX scans_settled ON scans (seq) WHERE state IN ('delivered', 'dead');
+        """,
+    ]
+
+    /// Changes of a table's declared constraints that SQLite's ALTER TABLE cannot make, by the procedure SQLite
+    /// documents for loosening a CHECK (sqlite.org/lang_altertable.html, "Making Other Kinds Of Table Schema
+    /// Changes": the table's text in `sqlite_schema` rewritten, the schema version raised, in the step's
+    /// transaction): step index -> table, the text replaced, its replacement. Every existing row satisfies the
+    /// looser check, so no row is read or rewritten.
+    public static let declarationEdits: [Int: (table: String, from: String, to: String)] = [
+        9: ("scans", "'unrecognized'))", "'unrecognized', 'kept'))")
     ]
 
     public static var currentVersion: Int { migrations.count }

@@ -31,8 +31,9 @@ public struct SinkStats: Sendable, Equatable {
 }
 
 /// Delivery state per sink (schema 3; the API's too since schema 8): each sink has its own queue of scans, so the
-/// API and (say) an MQTT broker progress independently. The functions here serve the sinks other than the API and
-/// leave the API's row alone; its ledger (claims, leases, batches, outcomes) is `Spool+Delivery.swift`.
+/// API and (say) an MQTT broker progress independently, and a scan's state is theirs together (schema 10). The
+/// queued sinks' ledger (claims, leases, batches, outcomes) is `Spool+Delivery.swift`; MQTT's acknowledgements are
+/// here.
 extension Spool {
     /// Makes `name` receive every scan committed from now on (by this or any other process). Scans already in
     /// the spool are not queued: enabling a sink does not replay history. Idempotent.
@@ -47,10 +48,11 @@ extension Spool {
     }
 
     /// Stops queueing new scans for `name` (its configuration was removed). What is already queued stays, so
-    /// enabling it again resumes where it left off; those scans are not purged meanwhile.
+    /// enabling it again resumes where it left off; meanwhile the sink owes nothing (schema 10): a scan only it
+    /// still owed is settled by the other sinks' states, or kept, and the retention treats it so.
     public func disableSink(_ name: String) throws(SpoolError) {
         try withConnection { db throws(SQLiteError) in
-            let s = try db.prepare("UPDATE sinks SET enabled = 0 WHERE name = ?1 AND name != '\(Spool.apiSink)'")
+            let s = try db.prepare("UPDATE sinks SET enabled = 0 WHERE name = ?1")
             try s.bind(1, name)
             try s.step()
         }
@@ -110,11 +112,11 @@ extension Spool {
 
     /// One registered sink's counts; nil when no sink of that name is registered.
     public func sinkStats(named name: String) throws(SpoolError) -> SinkStats? {
-        try sinkStats().first { $0.name == name }
+        try sinkStats(only: name).first
     }
 
-    /// Every registered sink's counts.
-    public func sinkStats(now: Date = Date()) throws(SpoolError) -> [SinkStats] {
+    /// Every registered sink's counts (or only those of the sink `only` names).
+    public func sinkStats(now: Date = Date(), only: String? = nil) throws(SpoolError) -> [SinkStats] {
         try withConnection { db throws(SQLiteError) in
             let s = try db.prepare(
                 """
@@ -124,8 +126,9 @@ extension Spool {
                     (SELECT MIN(scans.created_at) FROM sink_queue AS q JOIN scans ON scans.seq = q.seq
                         WHERE q.sink = k.name AND q.state = 'pending'),
                     (SELECT coalesce(sum(n), 0) FROM sink_counts AS c WHERE c.sink = k.name AND c.state = 'refused')
-                FROM sinks AS k WHERE k.name != '\(Spool.apiSink)' ORDER BY k.name
+                FROM sinks AS k WHERE ?1 IS NULL OR k.name = ?1 ORDER BY k.name
                 """)
+            try s.bind(1, only)
             var result: [SinkStats] = []
             while try s.step() {
                 let oldest = s.string(5).flatMap(Timestamp.parse).map { max(0, now.timeIntervalSince($0)) }
@@ -138,15 +141,15 @@ extension Spool {
         }
     }
 
-    /// The sink states of the given scans (`spool list`): scan id -> sink -> `pending` or `delivered`. A scan
-    /// committed before a sink was registered has no entry for it.
+    /// The sink states of the given scans (`spool list`): scan id -> sink -> `pending`, `delivered` or `refused`. A
+    /// scan committed before a sink was registered, or while it was disabled, has no entry for it.
     public func sinkStates(ids: [String]) throws(SpoolError) -> [String: [String: String]] {
         guard !ids.isEmpty else { return [:] }
         return try withConnection { db throws(SQLiteError) in
             let s = try db.prepare(
                 """
                 SELECT scans.id, q.sink, q.state FROM sink_queue AS q JOIN scans ON scans.seq = q.seq
-                WHERE scans.id IN (SELECT value FROM json_each(?1)) AND q.sink != '\(Spool.apiSink)'
+                WHERE scans.id IN (SELECT value FROM json_each(?1))
                 """)
             try s.bind(1, JSONValue.array(ids.map { .string($0) }).encoded())
             var states: [String: [String: String]] = [:]
@@ -164,9 +167,11 @@ extension Spool {
     public func markSinkRefused(_ sink: String, seq: Int, reason: String, now: Date) throws(SpoolError) {
         try withBookkeeping { db throws(SQLiteError) in
             try db.transaction { () throws(SQLiteError) in
-                let s = try db.prepare("UPDATE sink_queue SET state = 'refused' WHERE sink = ?1 AND seq = ?2")
+                let s = try db.prepare(
+                    "UPDATE sink_queue SET state = 'refused', last_attempt_at = ?3 WHERE sink = ?1 AND seq = ?2")
                 try s.bind(1, sink)
                 try s.bind(2, seq)
+                try s.bind(3, Timestamp.format(now))
                 try s.step()
                 let e = try db.prepare("UPDATE sinks SET last_error = ?2, last_error_at = ?3 WHERE name = ?1")
                 try e.bind(1, sink)

@@ -229,13 +229,15 @@ extension Spool {
         }
     }
 
-    /// Adds each sink (`name, enabled, recognized_only`) a fresh file does not list yet; the API is always listed.
+    /// Lists each sink (`name, enabled, recognized_only`) in a fresh file as the damaged one had it (the API, which
+    /// `run` may have disabled, included; its `recognized_only` is the fresh file's own).
     static func addSinks(_ db: SQLiteConnection, _ sinks: [(String, Bool, Bool)]) throws(SQLiteError) {
         let insert = try db.prepare(
             """
-            INSERT INTO sinks (name, enabled, recognized_only) VALUES (?1, ?2, ?3) ON CONFLICT (name) DO NOTHING
+            INSERT INTO sinks (name, enabled, recognized_only) VALUES (?1, ?2, ?3)
+                ON CONFLICT (name) DO UPDATE SET enabled = excluded.enabled
             """)
-        for (name, enabled, recognizedOnly) in sinks where name != apiSink {
+        for (name, enabled, recognizedOnly) in sinks {
             insert.reset()
             try insert.bind(1, name)
             try insert.bind(2, enabled ? 1 : 0)

@@ -37,6 +37,34 @@ extension Spool {
         }
     }
 
+    /// Queues every kept scan (read while no sink was enabled: the API configured after them, say) for `sink`, or
+    /// for every enabled sink; returns how many queue rows. A sink enabled now owes them at once; one not yet
+    /// enabled owes them once it is (enabling a sink does not replay history: this is how an operator asks for it).
+    public func queueKept(for sink: String? = nil) throws(SpoolError) -> Int {
+        try withConnection { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) -> Int in
+                let insert = try db.prepare(
+                    """
+                    INSERT INTO sink_queue (sink, seq, state, identifier)
+                        SELECT k.name, s.seq, 'pending', s.identifier FROM scans AS s JOIN sinks AS k
+                            ON (?1 IS NULL AND k.enabled = 1) OR k.name = ?1
+                        WHERE s.state = 'kept'
+                    ON CONFLICT DO NOTHING
+                    """)
+                try insert.bind(1, sink)
+                try insert.step()
+                let queued = db.changes
+                // The scans' own state follows their new rows (schema 10's trigger, fired by a change of state).
+                try db.execute(
+                    """
+                    UPDATE sink_queue SET state = state
+                    WHERE state = 'pending' AND seq IN (SELECT seq FROM scans WHERE state = 'kept')
+                    """)
+                return queued
+            }
+        }
+    }
+
     /// The names of the sinks this spool has queues for (enabled or not), in name order.
     public func sinkNames() throws(SpoolError) -> [String] {
         try withConnection { db throws(SQLiteError) in
@@ -47,7 +75,9 @@ extension Spool {
         }
     }
 
-    /// Deletes delivered scans delivered before `cutoff`; returns how many. Other states are never pruned.
+    /// Deletes the scans settled before `cutoff`: every sink that queued them took them (`delivered`) or refused
+    /// them (`dead`), the last of them before `cutoff` (docs/contracts.md, "Spool record": the retention follows
+    /// every sink). Returns how many. Pending, kept and unrecognized scans are never pruned.
     ///
     /// In transactions of at most `batch` rows, each over the next window of delivered scans in capture order,
     /// so each is bounded work (an index range, not a rescan) and a concurrent commit, in this process or
@@ -72,21 +102,20 @@ extension Spool {
                 try db.transaction { () throws(SQLiteError) -> (end: Int, deleted: Int)? in
                     let end = try db.prepare(
                         """
-                        SELECT max(seq) FROM (SELECT seq FROM sink_queue WHERE sink = '\(Spool.apiSink)'
-                            AND state = 'delivered' AND seq > ?1 ORDER BY seq LIMIT ?2)
+                        SELECT max(seq) FROM (SELECT seq FROM scans WHERE state IN ('delivered', 'dead')
+                            AND seq > ?1 ORDER BY seq LIMIT ?2)
                         """)
                     try end.bind(1, after)
                     try end.bind(2, batch)
                     guard try end.step(), !end.isNull(0) else { return nil }
                     let last = end.int(0)
                     try end.step()
-                    // A scan another sink has not published yet stays (migration 3).
+                    // Through the index of settled scans (schema 10); a scan an enabled sink still owes is pending.
                     let s = try db.prepare(
                         """
                         DELETE FROM scans WHERE seq IN (
-                            SELECT a.seq FROM sink_queue AS a WHERE a.sink = '\(Spool.apiSink)' AND a.state = 'delivered'
-                                AND a.seq > ?1 AND a.seq <= ?2 AND a.delivered_at < ?3
-                                AND NOT EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = a.seq AND q.state = 'pending'))
+                            SELECT seq FROM scans WHERE state IN ('delivered', 'dead')
+                                AND seq > ?1 AND seq <= ?2 AND delivered_at < ?3)
                         """)
                     try s.bind(1, after)
                     try s.bind(2, last)

@@ -68,6 +68,10 @@ extension Spool {
         }
     }
 
+    /// How far apart the tree's largest key and the sequence may be and still both be believed (see `salvage`):
+    /// reading a million empty positions takes well under a second.
+    static let salvagePlausibleGap = 1_000_000
+
     private func salvage(readingFrom damaged: String) throws(SpoolError) -> SalvageReport {
         let source: SQLiteConnection
         do {
@@ -84,14 +88,18 @@ extension Spool {
         let select = "SELECT \(scanColumns.joined(separator: ", ")) FROM scans WHERE seq BETWEEN ?1 AND ?2 ORDER BY seq"
         let point = "SELECT \(scanColumns.joined(separator: ", ")) FROM scans WHERE seq = ?1"
         // The last position, asked two ways: the tree's largest key and the sequence. A damaged page can make
-        // either read as any number (a torn cell's key, say, 10^11: read up to it, the salvage would never end), so
-        // the smaller is the one read up to. Past it, or when neither reads, ranges are read on while they give
+        // either read as any number: far too large (a torn cell's key, say, 10^11: read up to it, the salvage would
+        // never end) or too small (a garbled key of the rightmost leaf read as 3, which ended a salvage of 300
+        // scans after 3). So the larger is read up to when the two are within `salvagePlausibleGap` (reading empty
+        // positions is cheap), else the smaller. Past it, or when neither reads, ranges are read on while they give
         // scans, until 100,000 positions in a row gave none.
         let asked = [
             try? source.scalarInt("SELECT max(seq) FROM scans"),
             try? source.scalarInt("SELECT seq FROM sqlite_sequence WHERE name = 'scans'"),
         ].compactMap { $0 ?? nil }.filter { $0 > 0 }
-        let last = asked.min()
+        let last = asked.max().flatMap { high in
+            asked.min().map { high - $0 <= Spool.salvagePlausibleGap ? high : $0 }
+        }
         let agreed = asked.count == 2 && asked[0] == asked[1]
         var start = 1
         var emptySince = 1

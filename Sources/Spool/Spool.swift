@@ -270,10 +270,37 @@ public final class Spool: Sendable {
                 // Another process may have migrated while we waited for the lock.
                 let now = try db.scalarInt("PRAGMA user_version") ?? 0
                 guard now == step else { return }
+                if let edit = Schema.declarationEdits[step] { try editDeclaration(db, edit) }
                 try db.execute(Schema.migrations[step])
                 try db.execute("PRAGMA user_version = \(step + 1)")
             }
         }
+    }
+
+    /// Rewrites a table's declaration in `sqlite_schema` (`Schema.declarationEdits`), inside the caller's
+    /// transaction, and raises the schema version so every connection reads the new text. Fails when the text to
+    /// replace is not there exactly once: the step then changes nothing.
+    static func editDeclaration(_ db: SQLiteConnection, _ edit: (table: String, from: String, to: String))
+        throws(SQLiteError)
+    {
+        let version = try db.scalarInt("PRAGMA schema_version") ?? 0
+        try db.execute("PRAGMA writable_schema = ON")
+        defer { try? db.execute("PRAGMA writable_schema = OFF") }
+        let update = try db.prepare(
+            """
+            UPDATE sqlite_schema SET sql = replace(sql, ?2, ?3)
+            WHERE type = 'table' AND name = ?1 AND instr(sql, ?2) > 0 AND instr(substr(sql, instr(sql, ?2) + 1), ?2) = 0
+            """)
+        try update.bind(1, edit.table)
+        try update.bind(2, edit.from)
+        try update.bind(3, edit.to)
+        try update.step()
+        guard db.changes == 1 else {
+            throw SQLiteError(
+                code: -1, message: "the declaration of \(edit.table) is not the one this step changes",
+                context: "migration")
+        }
+        try db.execute("PRAGMA schema_version = \(version + 1)")
     }
 
     /// Runs `body` on the writer connection. A file found damaged on the way is moved aside (see
@@ -337,7 +364,7 @@ public final class Spool: Sendable {
                     """
                     INSERT INTO scans (id, created_at, state, source_kind, device, uid, raw, input, identifier,
                                        attempts, last_error, symbology, genuine)
-                    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12)
+                    VALUES (?1, ?2, \(Spool.committedState), ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12)
                     """)
                 for scan in scans {
                     try statement.bind(1, scan.id)
@@ -358,37 +385,43 @@ public final class Spool: Sendable {
         }
     }
 
+    /// The state a read is committed with, its pipeline state bound as ?3: a recognized read no enabled sink will
+    /// queue (the trigger of schema 3 queues it for every enabled one) is `kept`, the spool its destination.
+    static let committedState =
+        "CASE WHEN ?3 = 'pending' AND NOT EXISTS (SELECT 1 FROM sinks WHERE enabled = 1) THEN 'kept' ELSE ?3 END"
+
     // MARK: - Reading
 
     /// The sink name of the API in `sinks` and `sink_queue` (schema 8): its delivery state is a queue row, as
-    /// every sink's is. Registered by the migration and never disabled: scans wait for the API while none is set.
+    /// every sink's is, registered while `api.url` is set.
     public static let apiSink = "api"
 
-    /// The scan `s`'s API queue row as `a` (absent for an unrecognized read): in the contract a scan's state is the
-    /// API's (docs/contracts.md, "Spool record"), so every query that reads a record (`columns`) joins it.
+    /// The scan `s`'s API queue row as `a` (absent when the API did not queue it): the record's `attempts`,
+    /// `lastError`, `nextAttemptAt` and `response` are the API's, the one sink that answers with a body worth
+    /// keeping (docs/contracts.md, "Spool record"); each sink's own state is `sinkStates(ids:)`.
     static let recordJoin = "LEFT JOIN sink_queue AS a ON a.seq = s.seq AND a.sink = '\(apiSink)'"
 
     /// Where a scan's record is read from: the scan (`s`) and its API queue row (`a`, see `recordJoin`). Queries
     /// that start from the API's queue name the same aliases.
     static let recordSource = "scans AS s \(recordJoin)"
 
-    /// The record's columns over `s` and `a` (see `recordSource`), in the order `record` reads them. The API's
-    /// state and bookkeeping come from its queue row (`refused` there is `dead` in the record); a scan without
-    /// one (unrecognized) keeps its own. An answer the API gave before schema 8 stays in `scans.response`.
+    /// The record's columns over `s` and `a` (see `recordSource`), in the order `record` reads them. The state is
+    /// the scan's over every sink (schema 10) and `delivered_at` when it was settled; the delivery bookkeeping is
+    /// `a`'s (the API's in a listing, the sink's own in its ledger); a scan without such a row keeps its own (an
+    /// unrecognized read's reason). An answer the API gave before schema 8 stays in `scans.response`.
     static let columns = """
-        s.id, s.created_at,
-        CASE WHEN a.seq IS NULL THEN s.state WHEN a.state = 'refused' THEN 'dead' ELSE a.state END,
+        s.id, s.created_at, s.state,
         s.source_kind, s.device, s.uid, s.raw, s.input, s.identifier,
         CASE WHEN a.seq IS NULL THEN s.attempts ELSE a.attempts END,
         CASE WHEN a.seq IS NULL THEN s.last_error ELSE a.last_error END,
         CASE WHEN a.seq IS NULL THEN s.next_attempt_at ELSE a.next_attempt_at END,
-        CASE WHEN a.seq IS NULL THEN s.delivered_at ELSE a.delivered_at END,
+        s.delivered_at,
         coalesce(a.response, s.response), s.symbology, s.genuine
         """
     /// The index of the first column a query selects after `columns`.
     static let columnCount: Int32 = 16
 
-    /// The value a state filter binds: the API's `dead` is its queue row's `refused`; the others are the same.
+    /// The value a state filter binds on a queue row: a sink's `refused` is the record's `dead`.
     static func queueState(_ state: ScanState) -> String { state == .dead ? "refused" : state.rawValue }
 
     static func record(_ s: Statement) -> ScanRecord {
@@ -426,18 +459,21 @@ public final class Spool: Sendable {
 
     /// Scans in capture order, optionally of one state and captured since a time; `limit` 0 means all.
     /// `newest` takes the newest N instead of the oldest (an index walk from the end, as cheap on a spool of a
-    /// million scans as on an empty one); `newestFirst` reverses the order of the answer.
+    /// million scans as on an empty one); `newestFirst` reverses the order of the answer. With `sink`, only the
+    /// scans that sink queued, and `state` is the sink's own (`dead`: it refused them).
     public func list(
-        state: ScanState? = nil, limit: Int = 0, newest: Int = 0, since: Date? = nil, newestFirst: Bool = false
+        state: ScanState? = nil, sink: String? = nil, limit: Int = 0, newest: Int = 0, since: Date? = nil,
+        newestFirst: Bool = false
     ) throws(SpoolError) -> [ScanRecord] {
         let fromEnd = newest > 0 || newestFirst
         let records = try query(
             """
-            SELECT \(Spool.columns) FROM \(Spool.source(state: state)) AND (?3 IS NULL OR s.created_at >= ?3)
+            SELECT \(Spool.columns) FROM \(Spool.source(state: state, sink: sink))
+                AND (?3 IS NULL OR s.created_at >= ?3)
                 ORDER BY s.seq \(fromEnd ? "DESC" : "ASC") LIMIT ?2
             """
         ) { s throws(SQLiteError) in
-            if let state { try s.bind(1, Spool.queueState(state)) }
+            try Spool.bindSource(s, state: state, sink: sink)
             let count = newest > 0 ? newest : limit
             try s.bind(2, count > 0 ? count : -1)
             try s.bind(3, since.map(Timestamp.format))
@@ -445,31 +481,52 @@ public final class Spool: Sendable {
         return fromEnd && !newestFirst ? records.reversed() : records
     }
 
-    /// `FROM` and the start of `WHERE` for the scans of one state (an API state is bound as ?1), each walked in
-    /// capture order through an index: an API state through the queue's index by sink and state, unrecognized
-    /// reads through their own.
-    static func source(state: ScanState?) -> String {
+    /// The capture position from which every pending scan lies: the oldest scan an enabled sink still owes, one
+    /// index seek per sink (a SQL expression).
+    static let oldestOwed = """
+        (SELECT min(m) FROM (SELECT (SELECT min(q.seq) FROM sink_queue AS q WHERE q.sink = k.name AND q.state = 'pending')
+            AS m FROM sinks AS k WHERE k.enabled = 1))
+        """
+
+    /// `FROM` and the start of `WHERE` for the scans of one state (bound as ?1) and of one sink's queue (?4), each
+    /// walked in capture order through an index: a sink's scans through its queue's index by sink and state; settled
+    /// and unrecognized scans through their partial indexes; pending scans from the oldest an enabled sink owes.
+    static func source(state: ScanState?, sink: String?) -> String {
+        if sink != nil {
+            let join = "sink_queue AS q JOIN scans AS s ON s.seq = q.seq \(recordJoin) WHERE q.sink = ?4"
+            return state == nil ? join : join + " AND q.state = ?1"
+        }
         switch state {
         case nil: return "\(recordSource) WHERE 1"
-        // Written out, not bound: only a literal lets SQLite use the partial index.
+        // Written out, not bound: only a literal lets SQLite use a partial index.
         case .unrecognized: return "\(recordSource) WHERE s.state = 'unrecognized'"
-        default:
-            return "sink_queue AS a JOIN scans AS s ON s.seq = a.seq WHERE a.sink = '\(apiSink)' AND a.state = ?1"
+        case .delivered, .dead: return "\(recordSource) WHERE s.state = ?1 AND s.state IN ('delivered', 'dead')"
+        case .pending: return "\(recordSource) WHERE s.state = ?1 AND s.seq >= coalesce(\(oldestOwed), 1 << 62)"
+        case .kept: return "\(recordSource) WHERE s.state = ?1"
         }
     }
 
+    /// Binds what `source(state:sink:)` names: the state as ?1 (a sink's queue state when a sink is named), the
+    /// sink as ?4.
+    static func bindSource(_ s: Statement, state: ScanState?, sink: String?) throws(SQLiteError) {
+        if let state { try s.bind(1, sink == nil ? state.rawValue : queueState(state)) }
+        if let sink { try s.bind(4, sink) }
+    }
+
     /// Calls `body` for every scan in capture order without holding them all in memory (`spool export`).
-    public func forEach(state: ScanState? = nil, _ body: (ScanRecord) -> Void) throws(SpoolError) {
+    public func forEach(state: ScanState? = nil, sink: String? = nil, _ body: (ScanRecord) -> Void)
+        throws(SpoolError)
+    {
         var after = 0
         while true {
             // Pages of 500 rows, so a long export neither holds the lock nor the whole spool.
             let page: [(Int, ScanRecord)] = try withConnection { db throws(SQLiteError) in
                 let statement = try db.prepare(
-                    "SELECT \(Spool.columns), s.seq FROM \(Spool.source(state: state)) AND s.seq > ?2 ORDER BY s.seq LIMIT 500"
-                )
-                if let state {
-                    try statement.bind(1, Spool.queueState(state))
-                }
+                    """
+                    SELECT \(Spool.columns), s.seq FROM \(Spool.source(state: state, sink: sink)) AND s.seq > ?2
+                        ORDER BY s.seq LIMIT 500
+                    """)
+                try Spool.bindSource(statement, state: state, sink: sink)
                 try statement.bind(2, after)
                 var rows: [(Int, ScanRecord)] = []
                 while try statement.step() {
@@ -492,50 +549,34 @@ public final class Spool: Sendable {
 
     public func stats(now: Date = Date()) throws(SpoolError) -> SpoolStats {
         try withConnection { db throws(SQLiteError) in
-            // Every figure is a handful of rows kept by triggers (schemas 4 and 8), flat in the spool's size. The
-            // scans alive are every scan ever inserted (`sqlite_sequence`) plus the sum of `scan_counts`, whose
-            // pending row holds minus the inserted ones; unrecognized reads are counted there, the API's
-            // delivered and refused scans in `sink_counts`, and every other scan is pending for the API.
+            // Every figure is a handful of rows kept by triggers (schemas 4 and 10), flat in the spool's size: the
+            // count of each state is its row of `scan_counts`, except the pending one, whose row holds minus every
+            // scan ever inserted (`sqlite_sequence`), so committing a pending scan writes no extra page.
             let counted = try db.prepare(
                 """
-                SELECT
-                    (SELECT coalesce(sum(n), 0) FROM scan_counts)
-                        + coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'scans'), 0),
-                    (SELECT coalesce(sum(n), 0) FROM scan_counts WHERE state = 'unrecognized'),
-                    (SELECT coalesce(sum(n), 0) FROM sink_counts WHERE sink = ?1 AND state = 'delivered'),
-                    (SELECT coalesce(sum(n), 0) FROM sink_counts WHERE sink = ?1 AND state = 'refused')
+                SELECT state, n + CASE WHEN state = 'pending'
+                    THEN coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'scans'), 0) ELSE 0 END
+                FROM scan_counts
                 """)
-            try counted.bind(1, Spool.apiSink)
             var counts: [ScanState: Int] = [:]
-            if try counted.step() {
-                let (alive, unrecognized, delivered, dead) =
-                    (counted.int(0), counted.int(1), counted.int(2), counted.int(3))
-                let pending = alive - unrecognized - delivered - dead
-                for (state, n) in [
-                    (ScanState.pending, pending), (.delivered, delivered), (.dead, dead), (.unrecognized, unrecognized),
-                ] where n != 0 {
-                    counts[state] = n
+            while try counted.step() {
+                if let state = counted.string(0).flatMap(ScanState.init(rawValue:)), counted.int(1) != 0 {
+                    counts[state] = counted.int(1)
                 }
-                try counted.step()
             }
-            // The oldest pending scan in capture order: its first entry in the queue's index by state.
-            let oldest = try db.prepare(
-                """
-                SELECT s.created_at FROM scans AS s WHERE s.seq =
-                    (SELECT min(seq) FROM sink_queue WHERE sink = ?1 AND state = 'pending')
-                """)
-            try oldest.bind(1, Spool.apiSink)
+            // The oldest scan an enabled sink still owes, in capture order.
+            let oldest = try db.prepare("SELECT s.created_at FROM scans AS s WHERE s.seq = \(Spool.oldestOwed)")
             var oldestAge: Double?
             if try oldest.step(), let text = oldest.string(0), let date = Timestamp.parse(text) {
                 oldestAge = max(0, now.timeIntervalSince(date))
                 try oldest.step()
             }
+            // The latest error any sink recorded on a scan it still owes or refused.
             let last = try db.prepare(
                 """
-                SELECT last_error FROM sink_queue WHERE sink = ?1 AND state IN ('pending', 'refused')
+                SELECT last_error FROM sink_queue WHERE sink IN (SELECT name FROM sinks) AND state IN ('pending', 'refused')
                     AND last_attempt_at IS NOT NULL AND last_error IS NOT NULL ORDER BY last_attempt_at DESC LIMIT 1
                 """)
-            try last.bind(1, Spool.apiSink)
             var lastError: String?
             if try last.step() {
                 lastError = last.string(0)

@@ -32,28 +32,36 @@ extension CLI {
             "spool", synopsis: "spool " + SpoolSubcommand.names, summary: "inspect and manage the local spool",
             usage: ["spool <subcommand> [options]"],
             about: """
-                  list [--state S] [--last N] [--since AGE] [--newest-first] [--json]
+                  list [--state S] [--sink NAME] [--last N] [--since AGE] [--newest-first] [--json]
                                            scans in capture order (JSON: one object per line)
-                  stats [--json]           counts per state, oldest pending age, last delivery error
+                  stats [--json]           counts per state, oldest pending age, last delivery error, each sink
                   retry ID | --dead [--sink NAME]
                                            revive a dead scan (or all of them) for every sink, or for one
+                  retry --kept [--sink NAME]
+                                           send the scans kept while no sink was configured (every enabled
+                                           sink, or the one named)
                   export                   every scan as JSON lines (for backup or hand-over)
                   purge --delivered --older-than AGE
-                                           delete delivered scans older than AGE (e.g. 7d, 12h, 3600)
+                                           delete scans every sink finished (took or refused) longer than AGE
+                                           ago (e.g. 7d, 12h, 3600)
                   salvage FILE [--json]    copy every scan still readable in a damaged spool file (moved aside
                                            as spool.sqlite.damaged-TIME) into the spool, delivery states kept
-                Pending, dead and unrecognized scans are never purged.
+                Pending, kept and unrecognized scans are never purged.
                 """,
             options: [
                 Option(
-                    "--state", value: "S", "only scans in state S (pending, delivered, dead, unrecognized)",
+                    "--state", value: "S", "only scans in state S (pending, delivered, dead, unrecognized, kept)",
                     for: ["list"]),
                 Option("--limit", value: "N", "the oldest N scans", for: ["list"]),
                 Option("--last", value: "N", "the newest N scans", for: ["list"]),
                 Option("--since", value: "AGE", "scans captured in the last AGE (7d, 12h, 30m, 45s)", for: ["list"]),
                 Option("--newest-first", "newest scan first", for: ["list"]),
                 Option("--dead", "every dead scan", for: ["retry"]),
-                Option("--sink", value: "NAME", "only for this sink (api, mqtt, webhook)", for: ["retry"]),
+                Option("--kept", "every kept scan (read while no sink was configured)", for: ["retry"]),
+                Option(
+                    "--sink", value: "NAME",
+                    "only this sink's scans (api, mqtt, webhook); --state is then the sink's own",
+                    for: ["list", "retry"]),
                 Option("--delivered", "delivered scans (required: nothing else is purged)", for: ["purge"]),
                 Option(
                     "--older-than", value: "AGE", "scans older than AGE (7d, 12h, 30m, 45s, 1w or seconds)",

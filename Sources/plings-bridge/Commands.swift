@@ -189,7 +189,8 @@ struct CLI {
         switch scan.commit(capture, to: spool, token: token) {
         case .accepted(let scan):
             let record = try? spool.record(id: scan.id)
-            print((record?.json() ?? .string(scan.id)).encoded())
+            let sinks = (try? spool.sinkStates(ids: [scan.id]))?[scan.id] ?? [:]
+            print((record.map { CLI.listed($0, sinks: sinks) } ?? .string(scan.id)).encoded())
             return 0
         case .debounced:
             return 0

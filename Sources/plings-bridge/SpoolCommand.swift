@@ -70,10 +70,12 @@ extension CLI {
         var state: ScanState?
         if let s = args.value("--state") {
             guard let parsed = ScanState(rawValue: s) else {
-                throw CommandFailure.usage("--state must be pending, delivered, dead or unrecognized")
+                throw CommandFailure.usage(
+                    "--state must be " + ScanState.allCases.map(\.rawValue).joined(separator: ", "))
             }
             state = parsed
         }
+        let sink = try Self.sink(args, in: existing)
         func count(_ flag: String) throws -> Int {
             try args.value(flag).map { (text: String) throws -> Int in
                 guard let n = Int(text), n > 0 else {
@@ -95,30 +97,38 @@ extension CLI {
         }
         let records =
             try existing?.list(
-                state: state, limit: limit, newest: last, since: since, newestFirst: args.has("--newest-first"))
+                state: state, sink: sink, limit: limit, newest: last, since: since,
+                newestFirst: args.has("--newest-first"))
             ?? []
-        // Each sink's state beside the API's (`state`): {"mqtt": "pending"}; the member is left out when no
-        // sink has the scan (no sink configured, or captured before one was), so the line stays the record
+        // Each sink's own state beside the scan's (`state`, theirs together): {"api": "delivered", "mqtt":
+        // "pending"}; the member is left out when no sink has the scan (a kept scan), so the line stays the record
         // `scan` printed.
         let sinks = try existing?.sinkStates(ids: records.map(\.id)) ?? [:]
         if args.json {
-            for record in records {
-                var json = record.json()
-                let states = sinks[record.id] ?? [:]
-                if !states.isEmpty, case .object(var members) = json {
-                    members.append(
-                        (
-                            "sinks",
-                            .object(states.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })
-                        ))
-                    json = .object(members)
-                }
-                print(json.encoded())
-            }
+            for record in records { print(Self.listed(record, sinks: sinks[record.id] ?? [:]).encoded()) }
         } else {
             printTable(records, sinks: sinks)
         }
         return 0
+    }
+
+    /// The sink `--sink` names, refused (exit 2) when the spool has no queue of that name.
+    static func sink(_ args: Arguments, in spool: Spool?) throws -> String? {
+        guard let sink = args.value("--sink"), let spool else { return args.value("--sink") }
+        let names = try spool.sinkNames()
+        guard names.contains(sink) else {
+            let known = names.isEmpty ? "none" : names.joined(separator: ", ")
+            throw CommandFailure.usage("this spool has no sink '\(sink)' (its sinks: \(known))")
+        }
+        return sink
+    }
+
+    /// A record as `spool list --json` and `scan` print it: with `sinks`, each sink's own state, when any sink has it.
+    static func listed(_ record: ScanRecord, sinks states: [String: String]) -> JSONValue {
+        let json = record.json()
+        guard !states.isEmpty, case .object(var members) = json else { return json }
+        members.append(("sinks", .object(states.sorted { $0.key < $1.key }.map { ($0.key, .string($0.value)) })))
+        return .object(members)
     }
 
     /// `spool export`: every record as a JSON line, in capture order, without holding them all in memory.
@@ -160,7 +170,8 @@ extension CLI {
                 "oldest pending: "
                     + (stats.oldestPendingAge.map { DurationText.describe($0) + " ago" } ?? "none"))
             show("last error: " + (stats.lastError ?? "none"))
-            for sink in sinkStats {
+            // A sink the spool lists but that never queued a scan and is off (the API on a site without one) is noise.
+            for sink in sinkStats where sink.enabled || sink.pending + sink.delivered + sink.refused > 0 {
                 var line = "sink \(sink.name)\(sink.enabled ? "" : " (disabled)"): \(sink.pending) pending, "
                 line += "\(sink.delivered) delivered, "
                 if sink.refused > 0 { line += "\(sink.refused) refused, " }
@@ -174,24 +185,20 @@ extension CLI {
         return 0
     }
 
-    /// `spool retry ID|--dead [--sink NAME]`: what a sink refused (or still owes, for one ID) is pending again for
-    /// it, due now; every sink's, or one sink's.
+    /// `spool retry ID|--dead|--kept [--sink NAME]`: what a sink refused (or still owes, for one ID) is pending
+    /// again for it, due now; every sink's, or one sink's. `--kept` queues the scans no sink queued.
     func spoolRetry(_ args: Arguments, _ settings: Settings, _ existing: Spool?) throws -> Int32 {
         guard let spool = existing else { throw CommandFailure.runtime("no spool at \(settings.spoolPath)") }
-        let sink = args.value("--sink")
-        if let sink {
-            let names = try spool.sinkNames()
-            guard names.contains(sink) else {
-                let known = names.isEmpty ? "none" : names.joined(separator: ", ")
-                throw CommandFailure.usage("this spool has no sink '\(sink)' (its sinks: \(known))")
-            }
-        }
-        if args.has("--dead") {
+        let sink = try Self.sink(args, in: spool)
+        if args.has("--kept") {
+            let n = try spool.queueKept(for: sink)
+            print("queued \(n) kept scan(s) for " + (sink ?? "every enabled sink"))
+        } else if args.has("--dead") {
             let n = try spool.retryDead(sink: sink)
             print("revived \(n) dead scan(s)" + (sink.map { " for \($0)" } ?? ""))
         } else {
             guard args.positional.count == 2 else {
-                throw CommandFailure.usage("spool retry needs an ID or --dead")
+                throw CommandFailure.usage("spool retry needs an ID, --dead or --kept")
             }
             guard try spool.retry(id: args.positional[1], sink: sink) else {
                 throw CommandFailure.runtime(
@@ -206,7 +213,7 @@ extension CLI {
     func spoolPurge(_ args: Arguments, _ existing: Spool?) throws -> Int32 {
         guard args.has("--delivered") else {
             throw CommandFailure.usage(
-                "purge needs --delivered (pending, dead and unrecognized scans are never purged)")
+                "purge needs --delivered (pending, kept and unrecognized scans are never purged)")
         }
         guard let text = args.value("--older-than") else {
             throw CommandFailure.usage("purge needs --older-than AGE, e.g. 7d, 12h, 30m or seconds")

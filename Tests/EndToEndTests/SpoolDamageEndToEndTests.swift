@@ -86,7 +86,7 @@ struct SpoolDamageEndToEndTests {
         #expect(list.status == 0, "\(list.stderr)")
         let raws = try list.stdoutLines.map { try JSONParser.parse($0)["raw"]?.stringValue ?? "" }
         #expect(raws.last == "https://s.plings.io/?t=q&i=After1x&p=4.2.9", "the read is the newest")
-        #expect(raws.count > 150, "readable scans were salvaged: \(raws.count)")
+        #expect(raws.count > 150, "readable scans were salvaged: \(raws.count) \(scanned.stderr)")
         // `doctor` no longer fails, and warns of the file beside the spool.
         let doctor = try run(s, ["doctor"])
         #expect(

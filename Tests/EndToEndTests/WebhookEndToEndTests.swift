@@ -145,6 +145,23 @@ struct WebhookEndToEndTests {
         #expect(webhook?["state"]?.stringValue == "delivering")
         #expect(webhook?["url"]?.stringValue == rig.receiver.url)
         #expect(!bridge.stderrText.contains(rig.receiver.secret) && !bridge.stderrText.contains(rig.receiver.token))
+
+        // A webhook-only site (issue 56): what the receiver took is delivered, nothing pending, and the purge
+        // removes it (before, every scan stayed pending for an API that was never configured).
+        func cli(_ arguments: [String]) throws -> ProcessResult {
+            try ProcessRunner.run(
+                binary, arguments + ["--config", rig.config, "--spool", rig.spoolPath], environment: rig.environment)
+        }
+        // (The tags with an `O` or an `l` are not base58: those reads are unrecognized, posted all the same, and
+        // never purged.)
+        let unrecognized = try Spool(path: rig.spoolPath).list(state: .unrecognized).map(\.id)
+        let recognized = all.count - unrecognized.count
+        let counts = try JSONParser.parse(Array(try cli(["spool", "stats", "--json"]).stdout.utf8))["counts"]
+        #expect(counts?["pending"] == .integer(0) && counts?["delivered"] == .integer(recognized))
+        #expect(recognized > 0 && counts?["unrecognized"] == .integer(unrecognized.count))
+        let purged = try cli(["spool", "purge", "--delivered", "--older-than", "0"])
+        #expect(purged.stdout.contains("purged \(recognized) delivered scan(s)"), "\(purged.stdout) \(purged.stderr)")
+        #expect(try Spool(path: rig.spoolPath).list().map(\.id) == unrecognized)
     }
 
     /// Batches: an array per request under the key of its ids; a batch the receiver refuses as too large goes

@@ -70,7 +70,7 @@ struct OpsTests {
         for _ in 0..<40 {
             let result = try ProcessRunner.run(binary, ["status", "--json", "--spool", spool], environment: env)
             if result.status == 0, let json = try? JSONParser.parse(result.stdout.trimmingASCIIWhitespace()),
-                json["spool"]?["counts"]?["pending"]?.intValue == 1
+                json["spool"]?["counts"]?["kept"]?.intValue == 1
             {
                 status = json
                 break
@@ -82,6 +82,9 @@ struct OpsTests {
         let metrics = (try? String(contentsOfFile: dir.file("plings.prom"), encoding: .utf8)) ?? ""
         #expect(metrics.contains("plings_bridge_up 1"))
         #expect(metrics.contains(#"plings_bridge_spool_scans{state="pending"}"#))
+        // No sink: the scan is kept, the spool its destination (issue 56), and nothing is called pending.
+        #expect(metrics.contains(#"plings_bridge_spool_scans{state="kept"} 1"#))
+        #expect(metrics.contains(#"plings_bridge_spool_scans{state="pending"} 0"#))
         bridge.signal(SIGTERM)
         #expect(bridge.waitForExit(timeout: 5) == 0)
         let after = try ProcessRunner.run(binary, ["status", "--spool", spool], environment: env)

@@ -65,8 +65,10 @@ struct DeliveryModelMigrationTests {
         #expect(delivered.state == .delivered && delivered.attempts == 1 && delivered.lastError == nil)
         #expect(delivered.deliveredAt == Timestamp.parse(Self.deliveredAt))
         #expect(delivered.response == #"{"data":{"resolveIdentifier":{"ok":true}}}"#)
+        // The API refused it, but MQTT still owes it: the scan is pending (schema 10: a scan's state is its sinks').
         let dead = try #require(try spool.record(id: "dead-C"))
-        #expect(dead.state == .dead && dead.attempts == 3 && dead.lastError == "the API refused it")
+        #expect(dead.state == .pending && dead.attempts == 3 && dead.lastError == "the API refused it")
+        #expect(try spool.sinkStates(ids: ["dead-C"]) == ["dead-C": ["api": "refused", "mqtt": "pending"]])
         #expect(dead.response == #"{"errors":[{"message":"no"}]}"#)
         let unrecognized = try #require(try spool.record(id: "not-a-url"))
         #expect(unrecognized.state == .unrecognized && unrecognized.lastError == "not a URL")
@@ -74,18 +76,26 @@ struct DeliveryModelMigrationTests {
             try spool.list().map(\.id) == [
                 "first-of-A", "second-of-A", "delivered-B", "dead-C", "not-a-url", "batched-D",
             ])
-        #expect(try spool.list(state: .pending).map(\.id) == ["first-of-A", "second-of-A", "batched-D"])
-        #expect(try spool.list(state: .dead).map(\.id) == ["dead-C"])
+        #expect(try spool.list(state: .pending).map(\.id) == ["first-of-A", "second-of-A", "dead-C", "batched-D"])
+        #expect(try spool.list(state: .dead).isEmpty)
+        #expect(try spool.list(state: .dead, sink: Spool.apiSink).map(\.id) == ["dead-C"])
+        #expect(
+            try spool.list(state: .pending, sink: Spool.apiSink).map(\.id) == [
+                "first-of-A", "second-of-A", "batched-D",
+            ])
         #expect(try spool.list(state: .unrecognized).map(\.id) == ["not-a-url"])
 
         let stats = try spool.stats()
-        #expect(stats.counts == [.pending: 3, .delivered: 1, .dead: 1, .unrecognized: 1])
+        #expect(stats.counts == [.pending: 4, .delivered: 1, .unrecognized: 1])
         // The later of the two recorded errors.
         #expect(stats.lastError == "the API refused it")
-        // The MQTT sink's queue is as it was, and the API is not listed among the other sinks.
+        // The MQTT sink's queue is as it was; the API's is listed beside it with what schema 8 moved there.
         let sinks = try spool.sinkStats()
-        #expect(sinks.map(\.name) == ["mqtt"] && sinks.first?.pending == 5 && sinks.first?.delivered == 1)
-        #expect(try spool.sinkStates(ids: ["delivered-B"]) == ["delivered-B": ["mqtt": "delivered"]])
+        #expect(sinks.map(\.name) == ["api", "mqtt"])
+        #expect(sinks[0].pending == 3 && sinks[0].delivered == 1 && sinks[0].refused == 1)
+        #expect(sinks[1].pending == 5 && sinks[1].delivered == 1)
+        #expect(
+            try spool.sinkStates(ids: ["delivered-B"]) == ["delivered-B": ["api": "delivered", "mqtt": "delivered"]])
 
         // Delivery goes on where it stood: before the backoff ends only the batch awaiting its answer is sent
         // (again alone, under its own key); the second scan of A waits behind the first.
@@ -106,9 +116,9 @@ struct DeliveryModelMigrationTests {
         #expect(revived.state == .pending && revived.attempts == 0)
         #expect(try spool.purgeDelivered(before: later) == 1)
         #expect(try spool.record(id: "delivered-B") == nil)
-        // Scans delivered to the API but not yet published to MQTT stay.
-        #expect(try spool.record(id: "first-of-A")?.state == .delivered)
-        #expect(try spool.stats().counts == [.pending: 2, .delivered: 2, .unrecognized: 1])
+        // Scans delivered to the API but not yet published to MQTT stay, pending.
+        #expect(try spool.record(id: "first-of-A")?.state == .pending)
+        #expect(try spool.stats().counts == [.pending: 4, .unrecognized: 1])
     }
 
     /// After the migration a new read is queued for the API only when it has something to send.
@@ -162,6 +172,6 @@ struct DeliveryModelMigrationTests {
         }
         let spool = try Spool(path: path)
         #expect(spool.migration?.from == 7)
-        #expect(try spool.stats().counts == [.pending: 3, .delivered: 1, .dead: 1, .unrecognized: 1])
+        #expect(try spool.stats().counts == [.pending: 4, .delivered: 1, .unrecognized: 1])
     }
 }

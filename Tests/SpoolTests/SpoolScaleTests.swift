@@ -14,16 +14,23 @@ struct SpoolScaleTests {
     /// A scan read at a fixed time (the helper of `SpoolTests`).
     func scan(_ url: String, at seconds: Double = 0) -> NewScan { SpoolTests().scan(url, at: seconds) }
 
-    /// The counts SQLite finds by counting every row, the authority the trigger-kept counts must equal: a scan's
-    /// state is its API queue row's (`refused` is dead), an unrecognized read has none (schema 8).
+    /// The counts SQLite finds by counting every row, the authority the trigger-kept counts must equal, by the rule of
+    /// docs/contracts.md ("Spool record", issue 56) applied to the raw queue rows: pending while an enabled sink
+    /// owes the scan, else dead when a sink refused it, delivered when one took it, kept when none queued it; an
+    /// unrecognized read stays so.
     func counted(_ spool: Spool) throws -> [ScanState: Int] {
         var counts: [ScanState: Int] = [:]
         try spool.withTestConnection { db throws(SQLiteError) in
             let s = try db.prepare(
                 """
-                SELECT CASE WHEN a.seq IS NULL THEN s.state WHEN a.state = 'refused' THEN 'dead' ELSE a.state END,
-                    COUNT(*)
-                FROM scans AS s LEFT JOIN sink_queue AS a ON a.seq = s.seq AND a.sink = 'api' GROUP BY 1
+                SELECT CASE WHEN s.state = 'unrecognized' THEN 'unrecognized'
+                    WHEN EXISTS (SELECT 1 FROM sink_queue AS q JOIN sinks AS k ON k.name = q.sink
+                        WHERE q.seq = s.seq AND q.state = 'pending' AND k.enabled = 1) THEN 'pending'
+                    WHEN EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = s.seq AND q.state = 'refused') THEN 'dead'
+                    WHEN EXISTS (SELECT 1 FROM sink_queue AS q WHERE q.seq = s.seq AND q.state = 'delivered')
+                        THEN 'delivered'
+                    ELSE 'kept' END, COUNT(*)
+                FROM scans AS s GROUP BY 1
                 """)
             while try s.step() {
                 if let state = s.string(0).flatMap(ScanState.init) { counts[state] = s.int(1) }
@@ -58,7 +65,8 @@ struct SpoolScaleTests {
         #expect(try spool.stats().counts == (try counted(spool)))
         let counts = try spool.stats().counts
         let totals = try spool.deliveryTotals()
-        #expect(counts == [.pending: 9, .delivered: 2, .dead: 1, .unrecognized: 1], "\(counts) \(totals)")
+        // MQTT still owes every scan: all are pending, whatever the API did.
+        #expect(counts == [.pending: 12, .unrecognized: 1], "\(counts) \(totals)")
         // Four recorded attempts, one of which left its scan pending.
         #expect(try spool.deliveryTotals() == (attempts: 4, failures: 1))
         #expect(try spool.retryDead() == 1)
@@ -66,14 +74,36 @@ struct SpoolScaleTests {
         // The MQTT sink's queue: 13 queued, 3 published; the purge below removes what both sinks are done with.
         let items = try spool.pendingForSink("mqtt", afterSeq: 0, limit: 3)
         try spool.markSinkDelivered("mqtt", seqs: items.map(\.seq), now: now)
-        let sink = try #require(try spool.sinkStats().first)
+        let sink = try #require(try spool.sinkStats().first { $0.name == "mqtt" })
         #expect(sink.pending == 10 && sink.delivered == 3)
+        #expect(try spool.stats().counts == [.pending: 10, .delivered: 2, .unrecognized: 1])
         #expect(try spool.purgeDelivered(before: now.addingTimeInterval(1)) == 2)
         #expect(try spool.stats().counts == (try counted(spool)))
-        let after = try #require(try spool.sinkStats().first)
+        let after = try #require(try spool.sinkStats().first { $0.name == "mqtt" })
         #expect(after.pending == 10 && after.delivered == 1)
         // A retry resets `attempts`: the counters never go down.
         #expect(try spool.deliveryTotals() == (attempts: 4, failures: 1))
+
+        // A sink disabled owes nothing: a scan the API took and only MQTT still owed is delivered; enabled again,
+        // MQTT owes it again. With no sink enabled, a new read is kept (the spool its destination).
+        try spool.api.recordOutcome(id: scans[4].id, outcome: .delivered(response: "{}"), now: now)
+        #expect(try spool.record(id: scans[4].id)?.state == .pending)
+        try spool.disableSink("mqtt")
+        #expect(try spool.record(id: scans[4].id)?.state == .delivered)
+        #expect(try spool.stats().counts == (try counted(spool)))
+        try spool.registerSink("mqtt")
+        #expect(try spool.record(id: scans[4].id)?.state == .pending)
+        try spool.disableSink("mqtt")
+        try spool.disableSink(Spool.apiSink)
+        let kept = scan("https://s.plings.io/?t=q&i=ThingP&p=1", at: 20)
+        try spool.insert([kept])
+        #expect(try spool.record(id: kept.id)?.state == .kept)
+        #expect(try spool.record(id: scans[5].id)?.state == .kept)  // owed by the API alone, now disabled
+        #expect(try spool.stats().counts == (try counted(spool)))
+        #expect(try spool.stats().counts[.pending] == nil && spool.stats().oldestPendingAge == nil)
+        // Scans 2 and 4, which MQTT took and the API, now off, no longer owes, settled when it went off (now); the
+        // kept ones stay.
+        #expect(try spool.purgeDelivered(before: Date().addingTimeInterval(1)) == 2)
     }
 
     /// A spool written by 0.2.0 (schema 3) gains the counts with every row counted, in the migration.
@@ -98,12 +128,16 @@ struct SpoolScaleTests {
         }
         let spool = try Spool(path: path)
         #expect(spool.migration?.from == 3 && spool.migration?.to == Schema.currentVersion)
-        #expect(try spool.stats().counts == [.pending: 125, .delivered: 125, .dead: 125, .unrecognized: 125])
-        // Each scan keeps the state it was written with (schema 8 moved the API's into the queue).
-        let written: [ScanState] = [.pending, .delivered, .dead, .unrecognized]
-        #expect(try spool.list().allSatisfy { $0.state == written[Int($0.id.dropFirst(3))! % 4] })
+        // Schema 8 moved the API's state into its queue as written (pending, delivered, dead by i % 4); schema 10
+        // makes each scan's state its sinks': MQTT still owes every scan but those with seq % 5 == 0, so only those
+        // (25 of each API state among the 100) take the API's state; the other 300 recognized are pending.
+        #expect(try spool.stats().counts == [.pending: 325, .delivered: 25, .dead: 25, .unrecognized: 125])
+        func expected(_ i: Int) -> ScanState {
+            i % 4 == 3 ? .unrecognized : i % 5 != 0 ? .pending : [ScanState.pending, .delivered, .dead][i % 4]
+        }
+        #expect(try spool.list().allSatisfy { $0.state == expected(Int($0.id.dropFirst(3))!) })
         #expect(try spool.stats().counts == (try counted(spool)))
-        let sink = try #require(try spool.sinkStats().first)
+        let sink = try #require(try spool.sinkStats().first { $0.name == "mqtt" })
         #expect(sink.pending == 400 && sink.delivered == 100)
     }
 

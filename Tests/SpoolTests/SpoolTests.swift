@@ -91,25 +91,54 @@ struct SpoolTests {
             record.state == .delivered && record.attempts == 2 && record.deliveredAt != nil && record.response == "{}")
     }
 
-    @Test func deadScansAreRevivedAndDeliveredArePruned() throws {
+    /// With no sink enabled the spool is the destination (docs/contracts.md, "Spool record"; issue 56): a read is
+    /// kept, never pending. Enabling a sink does not replay history; `spool retry --kept` asks for it, and a sink
+    /// not enabled yet owes those reads from when it is.
+    @Test func keptScansGoToASinkOnlyWhenAsked() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = try Spool(path: dir.file("s.sqlite"))
+        try spool.disableSink(Spool.apiSink)
+        let a = scan("https://s.plings.io/?t=q&i=A&p=1")
+        let b = scan("https://s.plings.io/?t=q&i=B&p=1", at: 1)
+        let u = scan("junk", at: 2)
+        try spool.insert([a, b, u])
+        #expect(try spool.record(id: a.id)?.state == .kept && spool.record(id: u.id)?.state == .unrecognized)
+        #expect(try spool.stats().counts == [.kept: 2, .unrecognized: 1] && spool.stats().oldestPendingAge == nil)
+        #expect(try spool.list(state: .kept).map(\.id) == [a.id, b.id] && spool.list(state: .pending).isEmpty)
+        try spool.registerSink("webhook")
+        #expect(try spool.record(id: a.id)?.state == .kept)
+        #expect(try spool.queueKept(for: Spool.apiSink) == 2)
+        #expect(try spool.record(id: a.id)?.state == .kept)  // the API is not enabled yet
+        try spool.registerSink(Spool.apiSink)
+        #expect(try spool.list(state: .pending).map(\.id) == [a.id, b.id])
+        #expect(try spool.sinkStates(ids: [a.id]) == [a.id: ["api": "pending"]])
+        #expect(try spool.queueKept() == 0)
+    }
+
+    /// The retention follows every sink (docs/contracts.md, "Spool record"; issue 56): a scan is pruned once every
+    /// sink that queued it finished it, taken or refused, before the cutoff; an unrecognized read never is.
+    @Test func deadScansAreRevivedAndFinishedOnesArePruned() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         let spool = try Spool(path: dir.file("s.sqlite"))
         let a = scan("https://s.plings.io/?t=q&i=A&p=1")
         let b = scan("https://s.plings.io/?t=q&i=B&p=1")
+        let c = scan("https://s.plings.io/?t=q&i=C&p=1")
         let u = scan("junk")
-        try spool.insert([a, b, u])
+        try spool.insert([a, b, c, u])
         let old = Date(timeIntervalSinceNow: -30 * 86_400)
         try spool.api.recordOutcome(id: a.id, outcome: .dead(reason: "HTTP 422", response: nil), now: old)
         try spool.api.recordOutcome(id: b.id, outcome: .delivered(response: "{}"), now: old)
-        #expect(try spool.stats().lastError == "HTTP 422")
-        #expect(try spool.purgeDelivered(before: Date(timeIntervalSinceNow: -7 * 86_400)) == 1)
-        #expect(try spool.record(id: b.id) == nil)
+        try spool.api.recordOutcome(id: c.id, outcome: .dead(reason: "HTTP 400", response: nil), now: Date())
+        #expect(try spool.stats().lastError == "HTTP 400")
+        #expect(try spool.purgeDelivered(before: Date(timeIntervalSinceNow: -7 * 86_400)) == 2)
+        #expect(try spool.record(id: a.id) == nil && spool.record(id: b.id) == nil)
         #expect(try spool.record(id: u.id)?.state == .unrecognized)  // never pruned
-        #expect(try spool.retry(id: a.id))
-        #expect(try spool.record(id: a.id)?.state == .pending)
+        #expect(try spool.retry(id: c.id))
+        #expect(try spool.record(id: c.id)?.state == .pending)
         #expect(try spool.retry(id: u.id) == false)
-        try spool.api.recordOutcome(id: a.id, outcome: .dead(reason: "x", response: nil), now: Date())
+        try spool.api.recordOutcome(id: c.id, outcome: .dead(reason: "x", response: nil), now: Date())
         #expect(try spool.retryDead() == 1)
     }
 

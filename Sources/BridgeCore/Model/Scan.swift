@@ -1,15 +1,18 @@
 import Foundation
 
 /// The lifecycle state of a spooled scan (docs/contracts.md, "Spool record").
+/// A scan's state over every sink that queued it (docs/contracts.md, "Spool record"; issue 56).
 public enum ScanState: String, Sendable, CaseIterable {
-    /// Waiting for delivery (or for an API to be configured).
+    /// An enabled sink still owes it.
     case pending
-    /// The API accepted it.
+    /// Every sink that queued it took it.
     case delivered
-    /// The API refused it permanently; `spool retry` revives it.
+    /// A sink refused it for good (none still owes it); `spool retry` revives it.
     case dead
-    /// Not a Plings URL; kept for inspection, never sent.
+    /// Not a Plings URL; kept for inspection, never sent to the API (a webhook gets it).
     case unrecognized
+    /// No enabled sink queued it: the spool is its destination. Never pending, never pruned by the retention.
+    case kept
 }
 
 /// A scan ready to be committed to the spool: the read plus what the pipeline decided about it.
