@@ -200,7 +200,8 @@ public enum Schema {
         // queued it (the spool is its destination); `unrecognized` stays what the parse said. `delivered_at` is when
         // it was settled (delivered or dead), for the retention, which follows every sink (`purgeDelivered`). A
         // queue row's change that leaves the scan's state as it was (MQTT's ack of a scan the API still owes)
-        // writes nothing to `scans`.
+        // writes nothing to `scans`. A scan already dead settles at the migration: dead scans were never pruned
+        // before, so each gets a whole retention from the upgrade on for an operator to revive it.
         // 'kept' joins the CHECK of `scans.state` by `declarationEdits` (run before this text). Enabling or disabling
         // a sink settles again the scans it owes: `run` disables the API's queue when no `api.url` is set, as it does
         // every sink's. Settling every existing scan rewrites each recognized row once (docs/benchmarks.md).
@@ -222,8 +223,9 @@ public enum Schema {
             UPDATE sink_queue SET state = state WHERE sink = NEW.name AND state = 'pending';
         END;
         UPDATE scans SET (state, delivered_at) = (
-            SELECT v.state, CASE WHEN v.state IN ('delivered', 'dead') THEN coalesce(v.at, scans.delivered_at,
-                scans.created_at) END
+            SELECT v.state, CASE v.state
+                WHEN 'delivered' THEN coalesce(v.at, scans.delivered_at, scans.created_at)
+                WHEN 'dead' THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END
             FROM (SELECT CASE
                     WHEN EXISTS (SELECT 1 FROM sink_queue AS q JOIN sinks AS k ON k.name = q.sink
                                  WHERE q.seq = scans.seq AND q.state = 'pending' AND k.enabled = 1) THEN 'pending'

@@ -139,6 +139,10 @@ struct SpoolScaleTests {
         #expect(try spool.stats().counts == (try counted(spool)))
         let sink = try #require(try spool.sinkStats().first { $0.name == "mqtt" })
         #expect(sink.pending == 400 && sink.delivered == 100)
+        // The retention: the delivered ones were settled when they were delivered (long ago: pruned); the dead ones
+        // at the migration, since dead scans were never pruned before: each gets a whole retention to be revived.
+        #expect(try spool.purgeDelivered(before: Date().addingTimeInterval(-60)) == 25)
+        #expect(try spool.stats().counts == [.pending: 325, .dead: 25, .unrecognized: 125])
     }
 
     @Test func purgeGoesInBatchesAndLeavesNoLargeWAL() throws {
