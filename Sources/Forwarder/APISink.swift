@@ -61,13 +61,14 @@ extension SinkSlotKind where Running == Forwarder, Settings == APISettings {
         removed: "delivery stopped: no api.url; reads are not queued for the API (those queued stay until it is set)",
         // The start summary names the API already.
         announcesAtStart: false,
-        status: { running, _ in
+        status: { running, context in
             // `delivery`: the forwarder's health and counters, or "local spool only" without an API.
             guard let forwarder = running?.sink else { return .object([("state", .string("local spool only"))]) }
             let stats = forwarder.currentStats
             let (state, reason) = forwarder.currentHealth.described
             return .object([
                 ("state", .string(state)), ("reason", reason.map(JSONValue.string) ?? .null),
+                ("pending", .integer((try? context.spool.sinkStats(named: Spool.apiSink))?.pending ?? 0)),
                 ("attempts", .integer(stats.attempts)), ("delivered", .integer(stats.delivered)),
                 ("dead", .integer(stats.dead)), ("failures", .integer(stats.failures)),
             ])

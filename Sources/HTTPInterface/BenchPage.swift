@@ -135,10 +135,14 @@ enum BenchPage {
             ? fix.latitude.toFixed(5) + ", " + fix.longitude.toFixed(5) + " (" + fix.from + ")"
             : "no fix (" + (location.source || "none") + ")";
           const sinks = document.getElementById("sinks");
-          const pending = ((status.spool || {}).counts || {}).pending;
+          const counts = (status.spool || {}).counts || {};
           const lines = [];
-          if (status.delivery) lines.push(item("API: " + status.delivery.state + (pending !== undefined ? ", " + pending + " waiting" : "") + (status.delivery.reason ? " (" + status.delivery.reason + ")" : ""), status.delivery.state !== "failing" && status.delivery.state !== "paused"));
-          if (status.mqtt) lines.push(item("MQTT: " + status.mqtt.state + ", " + status.mqtt.pending + " waiting" + (status.mqtt.reason ? " (" + status.mqtt.reason + ")" : ""), status.mqtt.state === "publishing"));
+          // A line per configured sink, with what it still owes; none configured: the spool is the destination.
+          const sink = (name, entry, up) => item(name + ": " + entry.state + ", " + (entry.pending || 0) + " waiting" + (entry.reason ? " (" + entry.reason + ")" : ""), up);
+          if (status.delivery && status.delivery.state !== "local spool only") lines.push(sink("API", status.delivery, status.delivery.state === "delivering"));
+          if (status.mqtt) lines.push(sink("MQTT", status.mqtt, status.mqtt.state === "publishing"));
+          if (status.webhook) lines.push(sink("Webhook", status.webhook, status.webhook.state === "delivering"));
+          if (!lines.length) lines.push(item("No sink configured: reads are kept in the spool (" + (counts.kept || 0) + " kept)"));
           const damaged = (status.spool || {}).damaged || [];
           if (damaged.length) lines.push(item("Spool: " + damaged.length + " damaged file(s) moved aside; reads go on in a fresh spool. Replace the storage card soon.", false));
           sinks.replaceChildren(...lines);

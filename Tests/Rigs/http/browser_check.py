@@ -85,6 +85,9 @@ def main():
         driver.get(args.url)
         live = wait_for(driver, lambda d: "up" in d.find_element(By.ID, "link").get_attribute("class"), 10)
         check("page connects to /events", live)
+        # No sink is configured: the DELIVERY panel says the spool is the destination (issue 56), not "waiting".
+        check("the delivery panel says reads are kept, none waiting",
+              wait_for(driver, lambda d: "reads are kept in the spool" in d.find_element(By.ID, "sinks").text, 10))
 
         scan_id, committed = scan(args, "https://s.plings.io/?t=q&i=BenchPage1&p=4.2.3.3.6")
         shown = wait_for(driver, lambda d: row(d, scan_id), 5)
