@@ -250,8 +250,8 @@ public final class BridgeService: Sendable {
         return keys
     }
 
-    /// Deletes delivered scans older than `spool.deliveredRetention` (hourly, on the retention thread). Nothing
-    /// else is ever pruned.
+    /// Deletes the scans every sink that queued them finished with (delivered or dead) longer ago than
+    /// `spool.deliveredRetention` (hourly, on the retention thread). Pending, kept and unrecognized scans stay.
     private func pruneDelivered(_ spool: Spool) {
         let retention = current.withLock { $0.spool.deliveredRetention }
         let cutoff = Date().addingTimeInterval(-retention)
