@@ -65,6 +65,14 @@ extension Spool {
         }
     }
 
+    /// Copies every committed frame of the WAL into the file and empties the WAL (a TRUNCATE checkpoint), for a
+    /// clean stop of the service; false when a reader in another process kept it from finishing (it then does
+    /// nothing harmful: the WAL stays as it was).
+    @discardableResult
+    public func checkpointAtStop() -> Bool {
+        (try? withConnection { db throws(SQLiteError) in db.truncateWAL(ifLargerThan: -1) }) ?? false
+    }
+
     /// The names of the sinks this spool has queues for (enabled or not), in name order.
     public func sinkNames() throws(SpoolError) -> [String] {
         try withConnection { db throws(SQLiteError) in
