@@ -1,6 +1,7 @@
 // libmicrohttpd behind plain C functions (see include/plings_httpd.h).
 #define _GNU_SOURCE  // accept4
 #include "plings_httpd.h"
+#include "http_head.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -251,24 +252,6 @@ static enum MHD_Result queue_plain(struct MHD_Connection *connection, unsigned s
     return queue_plain_copy(connection, status, text);
 }
 
-// A byte no request target or header may carry (RFC 9110 section 5.5, RFC 9112 section 3.2): a control character
-// other than horizontal tab in a value. A NUL in particular would cut what the handler acts on short of what came.
-static int is_control(unsigned char c, int tab_allowed) { return (c < 0x20 && !(tab_allowed && c == '\t')) || c == 0x7f; }
-
-// Whether a request target, still percent-encoded, carries a control byte, raw or as %XX.
-static int target_has_control(const char *target) {
-    for (const unsigned char *p = (const unsigned char *)target; *p; p++) {
-        if (is_control(*p, 0) || *p == ' ') return 1;
-        if (p[0] == '%' && p[1] && p[2]) {
-            char hex[3] = {(char)p[1], (char)p[2], 0};
-            char *end = NULL;
-            long byte = strtol(hex, &end, 16);
-            if (end == hex + 2 && is_control((unsigned char)byte, 0)) return 1;
-        }
-    }
-    return 0;
-}
-
 // MHD's URI log callback: it sees the target before it is decoded; what it returns is the request's state.
 static void *note_target(void *cls, const char *uri, struct MHD_Connection *connection) {
     (void)cls;
@@ -277,7 +260,7 @@ static void *note_target(void *cls, const char *uri, struct MHD_Connection *conn
     request->connection = connection;
     request->raw_target = uri;
     request->raw_target_length = strlen(uri);
-    if (target_has_control(uri)) request->malformed = "a control byte in the request target";
+    if (http_target_has_control(uri)) request->malformed = "a control byte in the request target";
     return request;
 }
 
@@ -292,22 +275,12 @@ struct header_check {
     const char *malformed;
 };
 
-// MHD parses the header block in place and ends each name and value with a NUL where its separator or line end
-// was: between one value's end and the next name there are only those and whitespace. Anything else there was
-// hidden behind a NUL byte inside the value, which every string API here would cut.
-static int hides_bytes(const char *from, const char *to) {
-    for (const char *p = from; p < to; p++) {
-        if (*p != 0 && *p != '\r' && *p != '\n' && *p != ' ' && *p != '\t') return 1;
-    }
-    return 0;
-}
-
 static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const char *key, size_t key_size,
                                     const char *value, size_t value_size) {
     (void)kind;
     struct header_check *check = cls;
     if (check->previous_end != NULL && key > check->previous_end && key < check->block_end &&
-        hides_bytes(check->previous_end, key))
+        http_hides_bytes(check->previous_end, key))
         check->malformed = "a NUL byte in a header";
     check->previous_end = value != NULL ? value + strlen(value) : key + strlen(key);
     if (key == NULL || strlen(key) != key_size || key_size == 0) {
@@ -316,12 +289,12 @@ static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const ch
     }
     for (size_t i = 0; i < key_size; i++) {
         unsigned char c = (unsigned char)key[i];
-        if (is_control(c, 0) || c == ' ' || c == '\t' || c == ':') check->malformed = "a malformed header name";
+        if (http_is_control(c, 0) || c == ' ' || c == '\t' || c == ':') check->malformed = "a malformed header name";
     }
     if (value != NULL) {
         if (strlen(value) != value_size) check->malformed = "a NUL byte in a header";
         for (size_t i = 0; i < value_size; i++) {
-            if (is_control((unsigned char)value[i], 1)) check->malformed = "a control byte in a header";
+            if (http_is_control((unsigned char)value[i], 1)) check->malformed = "a control byte in a header";
         }
     }
     if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) check->hosts++;
@@ -342,7 +315,7 @@ static enum MHD_Result check_header(void *cls, enum MHD_ValueKind kind, const ch
 // target (found while MHD decoded it) is refused over both.
 static const char *malformed_request(plings_httpd_request *request, const char *method, const char *version) {
     if (request->malformed != NULL) return request->malformed;
-    // Over plain HTTP the front checked all of this on the raw head before handing the socket over (`check_head`).
+    // Over plain HTTP the front checked all of this on the raw head before handing the socket over (`http_head_look`).
     if (request->server->front_fd >= 0) return NULL;
     // MHD parses the request line in place: the version follows the target's terminating NUL. Anything more in
     // between was behind a NUL byte inside the target.
@@ -358,7 +331,7 @@ static const char *malformed_request(plings_httpd_request *request, const char *
     // The last value: up to the end of the block (the empty line that ends it).
     if (check.malformed == NULL && check.previous_end != NULL && check.block_end != NULL &&
         check.previous_end < check.block_end && check.block_end - check.previous_end < 65536 &&
-        hides_bytes(check.previous_end, check.block_end))
+        http_hides_bytes(check.previous_end, check.block_end))
         check.malformed = "a NUL byte in a header";
     if (check.malformed != NULL) return check.malformed;
     if (check.hosts > 1) return "more than one Host header";
@@ -511,106 +484,6 @@ static const double front_linger = 2;
 /// The listening socket's id in the keeper's epoll set (0 is the wake eventfd, the others are entries' ids).
 static const uint64_t front_listen_id = UINT64_MAX;
 
-static int is_tchar(unsigned char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
-}
-
-// Where the request line begins: empty lines before it are skipped (RFC 9112 section 2.2).
-static size_t head_start(const char *b, size_t n) {
-    size_t i = 0;
-    while (i < n && (b[i] == '\n' || (b[i] == '\r' && i + 1 < n && b[i + 1] == '\n'))) i += b[i] == '\r' ? 2 : 1;
-    return i;
-}
-
-// Just past the empty line that ends a head beginning at `start`; 0 while it has not all come.
-static size_t head_end(const char *b, size_t start, size_t n) {
-    for (size_t i = start; i < n; i++) {
-        if (b[i] != '\n') continue;
-        if (i + 1 < n && b[i + 1] == '\n') return i + 2;
-        if (i + 2 < n && b[i + 1] == '\r' && b[i + 2] == '\n') return i + 3;
-    }
-    return 0;
-}
-
-// The end of the line at `from` (its LF, which is there) and where its content stops (before a CR that ends it).
-static size_t line_at(const char *b, size_t from, size_t *stop) {
-    size_t end = from;
-    while (b[end] != '\n') end++;
-    *stop = end > from && b[end - 1] == '\r' ? end - 1 : end;
-    return end;
-}
-
-// Whether a complete request head [start, end) is one the server can act on (RFC 9112 sections 3, 3.2, 5 and 6.3);
-// NULL when it is, else why not, with the status to answer (400, 411 or 505). Over plain HTTP these are the only
-// checks of the framing (`malformed_request` repeats them on the parsed request only over TLS, where no raw head
-// is seen); the target's percent-encoded control bytes and the Host value are checked later, on the parsed request.
-static const char *check_head(const char *b, size_t start, size_t end, unsigned *status) {
-    *status = 400;
-    size_t stop, line_end = line_at(b, start, &stop);
-    // request-line = method SP request-target SP HTTP-version
-    size_t p = start;
-    while (p < stop && is_tchar((unsigned char)b[p])) p++;
-    if (p == start || p >= stop || b[p] != ' ') return "a malformed request line";
-    size_t target = ++p;
-    while (p < stop && (unsigned char)b[p] > ' ' && b[p] != 0x7f) p++;
-    if (p < stop && b[p] != ' ') return b[p] == 0 ? "a NUL byte in the request target"
-                                                  : "a control byte in the request target";
-    if (p == target || p >= stop) return "a malformed request line";
-    const char *version = b + p + 1;
-    if (stop - p - 1 != 8 || memcmp(version, "HTTP/", 5) != 0 || version[5] < '0' || version[5] > '9' ||
-        version[6] != '.' || version[7] < '0' || version[7] > '9')
-        return "a malformed request line";
-    if (version[5] != '1' || (version[7] != '0' && version[7] != '1')) {
-        *status = 505;
-        return "HTTP version not supported";
-    }
-    // field-line = field-name ":" OWS field-value OWS
-    const char *length = NULL;
-    size_t length_size = 0;
-    int transfer_encodings = 0, hosts = 0;
-    for (size_t i = line_end + 1; i < end; i = line_end + 1) {
-        line_end = line_at(b, i, &stop);
-        if (stop == i) break;
-        if (b[i] == ' ' || b[i] == '\t') return "a folded header line";
-        for (p = i; p < stop && is_tchar((unsigned char)b[p]);) p++;
-        if (p == i || p >= stop || b[p] != ':') return "a malformed header name";
-        const char *name = b + i;
-        size_t name_size = p - i;
-        for (size_t k = ++p; k < stop; k++) {
-            if (b[k] == 0) return "a NUL byte in a header";
-            if (is_control((unsigned char)b[k], 1)) return "a control byte in a header";
-        }
-        while (p < stop && (b[p] == ' ' || b[p] == '\t')) p++;
-        size_t q = stop;
-        while (q > p && (b[q - 1] == ' ' || b[q - 1] == '\t')) q--;
-        if (name_size == 14 && strncasecmp(name, "Content-Length", 14) == 0) {
-            if (q == p || q - p > 18) return "an invalid Content-Length";
-            for (size_t k = p; k < q; k++) {
-                if (b[k] < '0' || b[k] > '9') return "an invalid Content-Length";
-            }
-            if (length != NULL && (length_size != q - p || memcmp(length, b + p, q - p) != 0))
-                return "two different Content-Length headers";
-            length = b + p;
-            length_size = q - p;
-        } else if (name_size == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0) {
-            transfer_encodings++;
-        } else if (name_size == 4 && strncasecmp(name, "Host", 4) == 0) {
-            hosts++;
-        }
-    }
-    if (hosts > 1) return "more than one Host header";
-    if (hosts == 0 && version[7] == '1') return "no Host header";
-    if (length != NULL && transfer_encodings > 0) return "Content-Length together with Transfer-Encoding";
-    if (transfer_encodings > 0) {
-        // A chunked body is valid HTTP/1.1, but nothing here takes one (the one form is small), and refusing it
-        // leaves no body framing to libmicrohttpd's own error answers.
-        *status = 411;
-        return "a request body needs Content-Length";
-    }
-    return NULL;
-}
-
 // Reads and drops what a refused client still sends; 1 when it has closed (or failed) and the socket can go.
 static int front_drain(plings_httpd_server *server, int fd) {
     for (;;) {
@@ -727,24 +600,20 @@ static int front_look_locked(plings_httpd_server *server, struct connection_entr
         front_close_locked(server, entry);
         return 0;
     }
-    size_t n = (size_t)got, start = head_start(server->front_buffer, n);
-    size_t end = head_end(server->front_buffer, start, n > FRONT_HEAD_LIMIT ? FRONT_HEAD_LIMIT : n);
-    if (end == 0) {
-        if (n > FRONT_HEAD_LIMIT) {
-            int line_ended = memchr(server->front_buffer + start, '\n', FRONT_HEAD_LIMIT - start) != NULL;
-            if (line_ended) front_refuse_locked(server, entry, 431, "request header fields too large");
-            else front_refuse_locked(server, entry, 414, "request line too long");
-        } else if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-            front_close_locked(server, entry);  // it left before its request was complete
-        }
-        return 0;
-    }
+    size_t end;
     unsigned status;
-    const char *why = check_head(server->front_buffer, start, end, &status);
-    if (why != NULL) {
+    const char *why;
+    switch (http_head_look(server->front_buffer, (size_t)got, FRONT_HEAD_LIMIT, &end, &status, &why)) {
+    case HTTP_HEAD_INCOMPLETE:
+        if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) front_close_locked(server, entry);  // it left mid-request
+        return 0;
+    case HTTP_HEAD_REFUSED:
         front_refuse_locked(server, entry, status, why);
         return 0;
+    case HTTP_HEAD_GOOD:
+        break;  // libmicrohttpd reads the head again itself (`end` is where the body would begin)
     }
+    (void)end;
     epoll_ctl(server->keeper_epoll, EPOLL_CTL_DEL, entry->fd, NULL);
     entry->phase = PHASE_HANDED;
     return 1;

@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <string.h>
 #include <time.h>
+#include <sys/random.h>
 #include <sys/timex.h>
 #include <unistd.h>
 
@@ -70,3 +71,5 @@ int plings_signals_to_pipe(int fd, const int *signals, int count) {
 int plings_spawn_close_from(posix_spawn_file_actions_t *actions, int lowest) {
     return posix_spawn_file_actions_addclosefrom_np(actions, lowest);
 }
+
+long plings_getrandom(void *buffer, unsigned long length) { return (long)getrandom(buffer, length, 0); }

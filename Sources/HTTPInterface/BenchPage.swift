@@ -7,7 +7,17 @@
 /// The browser's `EventSource` reconnects by itself (after `retry:`, 1 s) with `Last-Event-ID`, so a restart of
 /// the bridge or a dropped connection leaves no gap; rows are keyed by scan id, so none shows twice.
 enum BenchPage {
-    static let html = """
+    /// The page; `signOut` (a listener with a token) adds the sign-out button.
+    static func html(signOut: Bool) -> String {
+        signOut
+            ? page.replacingOccurrences(
+                of: "<span id=\"link\"",
+                with: "<form method=\"post\" action=\"/logout\" id=\"sign-out\">"
+                    + "<button type=\"submit\">Sign out</button></form>\n  <span id=\"link\"")
+            : page
+    }
+
+    static let page = """
         <!doctype html>
         <html lang="en">
         <head>

@@ -14,6 +14,8 @@ public struct HTTPConfig: ConfigSection {
     /// Connections at once (a live page holds one or two). One thread serves them all; at the limit the oldest
     /// connection still waiting for a request is closed to make room.
     public var maxClients = 1024
+    /// Seconds a browser stays signed in after the form (a day: one sign-in per shift); at most a week.
+    public var sessionLifetime: Double = 86_400
 
     public static let defaultListen = "127.0.0.1:8731"
 
@@ -30,6 +32,7 @@ public struct HTTPConfig: ConfigSection {
         ConfigLoader.optionalText("http.certFile", \.http.certFile),
         ConfigLoader.optionalText("http.keyFile", \.http.keyFile),
         ConfigLoader.integer("http.maxClients", 1...16384, \.http.maxClients),
+        ConfigLoader.number("http.sessionLifetime", 10...604_800, \.http.sessionLifetime),
     ]
 
     /// A listener beyond loopback needs a token; a certificate needs its key.
@@ -59,7 +62,9 @@ public struct HTTPConfig: ConfigSection {
         }
         let cert = try certFile.map { (path: String) throws(ConfigError) in try Self.read(path, "http.certFile") }
         let key = try keyFile.map { (path: String) throws(ConfigError) in try Self.read(path, "http.keyFile") }
-        return HTTPSettings(address: address, token: token, certificate: cert, key: key, maxClients: maxClients)
+        return HTTPSettings(
+            address: address, token: token, certificate: cert, key: key, maxClients: maxClients,
+            sessionLifetime: sessionLifetime)
     }
 
     private static func read(_ path: String, _ key: String, firstLine: Bool = false) throws(ConfigError) -> String {
@@ -81,6 +86,7 @@ struct HTTPSettings: Sendable, Equatable {
     var certificate: String?
     var key: String?
     var maxClients: Int
+    var sessionLifetime: Double
     var tls: Bool { certificate != nil }
     /// Where a browser finds the page.
     var url: String { "\(tls ? "https" : "http")://\(address)/" }

@@ -34,6 +34,8 @@ final class HTTPInterfaceSink: ScanSink {
     private let retryThread = Mutex<WorkerThread?>(nil)
     /// A read-only connection of its own, so showing scans never waits for a commit's lock or holds it.
     private let reader = Mutex<Spool?>(nil)
+    /// Signed-in browsers: they outlive a restart of the listener, not a new token.
+    private let sessions = HTTPSessions(lifetime: HTTPConfig().sessionLifetime)
 
     init(context: SinkContext) { self.context = context }
 
@@ -70,6 +72,8 @@ final class HTTPInterfaceSink: ScanSink {
         }
         let old = state.update { s -> Running? in
             guard !s.stopping, s.wanted != settings || s.running == nil else { return nil }
+            if s.wanted?.token != settings?.token { sessions.endAll() }
+            if let settings { sessions.lifetime = settings.sessionLifetime }
             s.wanted = settings
             s.health = HTTPInterfaceSink.freshHealth
             defer { s.running = nil }
@@ -134,7 +138,8 @@ final class HTTPInterfaceSink: ScanSink {
         let feed = ScanFeed(spool: spool ?? context.spool, status: context.serviceStatus, logger: context.logger)
         let routes = HTTPRoutes(
             feed: feed, spool: spool ?? context.spool,
-            policy: HTTPAccessPolicy(token: settings.token, tls: settings.tls), status: context.serviceStatus,
+            policy: HTTPAccessPolicy(token: settings.token, tls: settings.tls), sessions: sessions,
+            status: context.serviceStatus,
             metrics: context.serviceMetrics, logger: context.logger,
             counted: { [weak self] in self?.state.withLock { $0.requests += 1 } })
         feed.start()

@@ -8,6 +8,7 @@ struct HTTPRoutes: Sendable {
     let feed: ScanFeed
     let spool: Spool
     let policy: HTTPAccessPolicy
+    let sessions: HTTPSessions
     let status: @Sendable () -> JSONValue
     let metrics: @Sendable () -> String
     let logger: Logger
@@ -34,7 +35,8 @@ struct HTTPRoutes: Sendable {
         let path = request.path
         switch policy.verdict(
             method: request.method, path: path, host: request.header("Host"),
-            authorization: request.header("Authorization"), cookie: request.cookie(HTTPAccessPolicy.cookieName))
+            authorization: request.header("Authorization"),
+            session: policy.token != nil && sessions.isLive(cookie: request.cookie(HTTPAccessPolicy.cookieName)))
         {
         case .allowed: break
         case .login:
@@ -49,14 +51,15 @@ struct HTTPRoutes: Sendable {
                 text: "this interface answers only to a loopback host name (127.0.0.1, [::1], localhost)\n")
         case .methodNotAllowed:
             return request.respond(
-                405, Self.common + [Self.plain, ("Allow", "GET, HEAD")], text: "this interface is read-only\n")
+                405, Self.common + [Self.plain, ("Allow", "GET, HEAD")],
+                text: "this interface is read-only (POST only signs in and out)\n")
         case .badHost:
             return request.respond(
                 400, Self.common + [Self.plain, ("Connection", "close")],
                 text: "the Host header is not a host name with an optional port\n")
         }
         switch path {
-        case "/": page(request, BenchPage.html, "text/html; charset=utf-8")
+        case "/": page(request, BenchPage.html(signOut: policy.token != nil), "text/html; charset=utf-8")
         case "/app.js": page(request, BenchPage.script, "text/javascript; charset=utf-8")
         case "/app.css": page(request, BenchPage.style, "text/css; charset=utf-8")
         case "/events": events(request)
@@ -68,6 +71,7 @@ struct HTTPRoutes: Sendable {
         case "/healthz": request.respond(200, Self.common + [Self.plain], text: "ok\n")
         case "/readyz": readiness(request)
         case "/login": login(request)
+        case "/logout": logout(request)
         default: request.respond(404, Self.common + [Self.plain], text: "not found\n")
         }
     }
@@ -135,15 +139,23 @@ struct HTTPRoutes: Sendable {
         }
     }
 
-    /// `GET /login`: the form; `POST /login` (`token=...`): the session cookie and back to the page.
+    /// `GET /login`: the form; `POST /login` (`token=...`): a new session's cookie and back to the page.
     private func login(_ request: HTTPRequest) {
         guard policy.token != nil else {
             return request.respond(303, Self.common + [("Location", "/")], text: "")
         }
         if request.method == "POST" {
             if let submitted = FormURLEncoded.value(of: "token", in: request.body), policy.accepts(submitted) {
+                guard let id = sessions.begin() else {
+                    logger.error("http: a sign-in failed: the kernel gave no random bytes for a session")
+                    return request.respond(
+                        503, Self.common + [Self.plain], text: "cannot start a session now; try again\n")
+                }
                 return request.respond(
-                    303, Self.common + [("Location", "/"), ("Set-Cookie", policy.sessionCookie())], text: "")
+                    303,
+                    Self.common + [
+                        ("Location", "/"), ("Set-Cookie", policy.sessionCookie(id: id, lifetime: sessions.lifetime)),
+                    ], text: "")
             }
             return request.respond(
                 401,
@@ -156,6 +168,21 @@ struct HTTPRoutes: Sendable {
             200,
             Self.common + [("Content-Type", "text/html; charset=utf-8"), ("Content-Security-Policy", Self.pagePolicy)],
             text: BenchPage.login(failed: false))
+    }
+
+    /// `POST /logout`: ends the session the cookie names, empties the cookie and goes to the sign-in form. A GET
+    /// changes nothing (a link or a prefetch must not sign anyone out).
+    private func logout(_ request: HTTPRequest) {
+        guard request.method == "POST" else {
+            return request.respond(
+                405, Self.common + [Self.plain, ("Allow", "POST")], text: "sign out with POST (the page's button)\n")
+        }
+        sessions.end(cookie: request.cookie(HTTPAccessPolicy.cookieName))
+        request.respond(
+            303,
+            Self.common + [
+                ("Location", policy.token == nil ? "/" : "/login"), ("Set-Cookie", policy.endedSessionCookie()),
+            ], text: "")
     }
 }
 

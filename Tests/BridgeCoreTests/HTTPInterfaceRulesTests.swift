@@ -93,7 +93,7 @@ struct HTTPInterfaceRulesTests {
     @Test func withoutATokenOnlyLoopbackNamesAndReadsAreAnswered() {
         let open = HTTPAccessPolicy(token: nil, tls: false)
         func verdict(_ method: String, _ path: String, host: String?) -> HTTPAccessPolicy.Verdict {
-            open.verdict(method: method, path: path, host: host, authorization: nil, cookie: nil)
+            open.verdict(method: method, path: path, host: host, authorization: nil, session: false)
         }
         for host in ["127.0.0.1:8731", "127.0.0.1", "localhost:8731", "[::1]:8731", "LOCALHOST", nil] {
             #expect(verdict("GET", "/events", host: host) == .allowed, "\(host ?? "no Host")")
@@ -124,7 +124,7 @@ struct HTTPInterfaceRulesTests {
         ] {
             #expect(HTTPAccessPolicy.hostName(header) == nil, "\(header)")
             let verdict = HTTPAccessPolicy(token: nil, tls: false).verdict(
-                method: "GET", path: "/status", host: header, authorization: nil, cookie: nil)
+                method: "GET", path: "/status", host: header, authorization: nil, session: false)
             #expect(verdict == .badHost, "\(header)")
         }
     }
@@ -132,9 +132,9 @@ struct HTTPInterfaceRulesTests {
     @Test func withATokenEveryRequestPresentsIt() {
         let token = "s3cret; with \"odd\" bytes=ø"
         let guarded = HTTPAccessPolicy(token: token, tls: true)
-        func verdict(_ path: String, authorization: String? = nil, cookie: String? = nil) -> HTTPAccessPolicy.Verdict {
+        func verdict(_ path: String, authorization: String? = nil, session: Bool = false) -> HTTPAccessPolicy.Verdict {
             guarded.verdict(
-                method: "GET", path: path, host: "gate7.example:8731", authorization: authorization, cookie: cookie)
+                method: "GET", path: path, host: "gate7.example:8731", authorization: authorization, session: session)
         }
         #expect(verdict("/status") == .unauthorized)
         #expect(verdict("/") == .login)
@@ -145,23 +145,78 @@ struct HTTPInterfaceRulesTests {
         // The scheme is case-insensitive (RFC 9110 section 11.1), the token is not.
         #expect(verdict("/status", authorization: "bearer " + token) == .allowed)
         #expect(verdict("/status", authorization: "bearer " + token.uppercased()) == .unauthorized)
-        for path in ["/login", "/app.css", "/app.js"] { #expect(verdict(path) == .allowed) }
-        // The cookie a good login sets lets a browser's EventSource in; it carries only cookie-safe characters
-        // (RFC 6265 section 4.1.1), and is HttpOnly, SameSite=Strict and Secure over TLS.
-        let setCookie = guarded.sessionCookie()
-        let value = String(setCookie.split(separator: ";")[0].split(separator: "=", maxSplits: 1)[1])
-        #expect(value.allSatisfy { $0.isHexDigit })
-        #expect(setCookie.contains("HttpOnly") && setCookie.contains("SameSite=Strict") && setCookie.contains("Secure"))
-        #expect(verdict("/events", cookie: value) == .allowed)
-        #expect(verdict("/events", cookie: String(value.dropLast(2))) == .unauthorized)
-        #expect(verdict("/events", cookie: "zz") == .unauthorized)
+        for path in ["/login", "/logout", "/app.css", "/app.js"] { #expect(verdict(path) == .allowed) }
+        // A live session lets a browser's EventSource in.
+        #expect(verdict("/events", session: true) == .allowed)
         #expect(guarded.accepts(token) && !guarded.accepts("s3cret"))
-        #expect(!HTTPAccessPolicy(token: "t", tls: false).sessionCookie().contains("Secure"))
         // Any host name is fine with a token (the listener may be on the LAN), still read-only.
         #expect(
-            guarded.verdict(method: "POST", path: "/login", host: "x", authorization: nil, cookie: nil) == .allowed)
+            guarded.verdict(method: "POST", path: "/login", host: "x", authorization: nil, session: false) == .allowed)
         #expect(
-            guarded.verdict(method: "POST", path: "/status", host: "x", authorization: "Bearer " + token, cookie: nil)
+            guarded.verdict(method: "POST", path: "/logout", host: "x", authorization: nil, session: false) == .allowed)
+        #expect(
+            guarded.verdict(
+                method: "POST", path: "/status", host: "x", authorization: "Bearer " + token, session: false)
                 == .methodNotAllowed)
+    }
+
+    // MARK: sessions
+
+    /// The cookie of a sign-in (OWASP's session management cheat sheet): a random id, not the token; only for this
+    /// site's requests, never readable by scripts, Secure over TLS, with a Max-Age (RFC 6265 sections 4.1.1, 4.1.2;
+    /// SameSite: RFC 6265bis); signing out sends it emptied with Max-Age=0 (RFC 6265 section 4.1.2.2).
+    @Test func aSessionCookieCarriesARandomIdNotTheToken() {
+        let token = "s3cret-token-0123456789"
+        let guarded = HTTPAccessPolicy(token: token, tls: true)
+        let id: [UInt8] = (0..<SessionTable.idBytes).map { UInt8(truncatingIfNeeded: $0 &* 37 &+ 11) }
+        let cookie = guarded.sessionCookie(id: id, lifetime: 3600)
+        let attributes = cookie.split(separator: ";").map { $0.trimmingCharacters(in: .whitespaces) }
+        let value = String(attributes[0].dropFirst("plings_session=".count))
+        #expect(attributes[0].hasPrefix("plings_session="))
+        #expect(value.count == 2 * SessionTable.idBytes && value.allSatisfy(\.isHexDigit))
+        #expect(HTTPAccessPolicy.fromHex(value) == id)
+        #expect(
+            !cookie.contains(token) && !value.contains(Array(token.utf8).map { String(format: "%02x", $0) }.joined()))
+        #expect(Set(attributes.dropFirst()) == ["Path=/", "Max-Age=3600", "HttpOnly", "SameSite=Strict", "Secure"])
+        #expect(!HTTPAccessPolicy(token: "t", tls: false).sessionCookie(id: id, lifetime: 60).contains("Secure"))
+        let ended = guarded.endedSessionCookie()
+        #expect(ended.hasPrefix("plings_session=;") && ended.contains("Max-Age=0"))
+        // Only an id's hex is looked up: longer text, odd lengths and other characters are nothing.
+        #expect(HTTPAccessPolicy.fromHex(value + "00") == nil)
+        #expect(HTTPAccessPolicy.fromHex("abc") == nil && HTTPAccessPolicy.fromHex("zz") == nil)
+    }
+
+    @Test func aSessionLivesItsLifetimeUntilItEnds() {
+        var table = SessionTable(lifetime: 100)
+        let a = [UInt8](repeating: 1, count: SessionTable.idBytes)
+        let b = [UInt8](repeating: 2, count: SessionTable.idBytes)
+        table.begin(id: a, now: 1000)
+        table.begin(id: b, now: 1050)
+        #expect(table.isLive(id: a, now: 1099.9) && table.isLive(id: b, now: 1099.9))
+        #expect(!table.isLive(id: a, now: 1100), "expired at sign-in + lifetime")
+        #expect(table.isLive(id: b, now: 1149))
+        #expect(!table.isLive(id: Array(a.dropLast()), now: 1000), "a prefix is not the id")
+        var almost = a
+        almost[SessionTable.idBytes - 1] ^= 1
+        #expect(!table.isLive(id: almost, now: 1000))
+        table.end(id: b)
+        #expect(!table.isLive(id: b, now: 1060), "signed out")
+        table.begin(id: b, now: 1060)
+        table.endAll()
+        #expect(!table.isLive(id: b, now: 1061) && table.count == 0, "a new token signs everyone out")
+    }
+
+    @Test func theOldestSessionGoesWhenTheTableIsFull() {
+        var table = SessionTable(lifetime: 1000)
+        let ids = (0...SessionTable.capacity).map { n in
+            [UInt8](repeating: UInt8(n % 256), count: 31) + [UInt8(n / 256)]
+        }
+        for (n, id) in ids.enumerated() { table.begin(id: id, now: Double(n)) }
+        #expect(table.count == SessionTable.capacity)
+        #expect(!table.isLive(id: ids[0], now: 100), "the oldest went")
+        #expect(ids.dropFirst().allSatisfy { table.isLive(id: $0, now: 100) })
+        // Expired ones go first: a sign-in after they expired takes no live session with it.
+        table.begin(id: [UInt8](repeating: 0xEE, count: 32), now: 5000)
+        #expect(table.count == 1)
     }
 }

@@ -138,6 +138,7 @@ struct ConfigEveryKeyTests {
         Case(path: "http.certFile", json: #""/etc/c.pem""#, text: "/etc/c.pem") { $0.http.certFile == "/etc/c.pem" },
         Case(path: "http.keyFile", json: #""/etc/k.pem""#, text: "/etc/k.pem") { $0.http.keyFile == "/etc/k.pem" },
         Case(path: "http.maxClients", json: "8", text: "8") { $0.http.maxClients == 8 },
+        Case(path: "http.sessionLifetime", json: "3600", text: "3600") { $0.http.sessionLifetime == 3600 },
         Case(path: "hosts", json: #"["Q.Example.org"]"#, text: "Q.Example.org") { $0.hosts == ["q.example.org"] },
     ]
 

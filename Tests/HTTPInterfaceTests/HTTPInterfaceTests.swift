@@ -357,6 +357,78 @@ struct HTTPInterfaceTests {
         #expect(refused.stderr.contains("http.listen 0.0.0.0:\(exposed.port) is reachable from other machines"))
     }
 
+    /// Sessions (issue 60; OWASP's session management cheat sheet): the sign-in cookie is a random id that
+    /// reveals nothing of the token, lasts `http.sessionLifetime` (here 10 s, the least allowed), ends on sign-out
+    /// and for everyone on a new token; at most 64 live at once, the oldest going first.
+    @Test func sessionsAreRandomIdsThatEnd() throws {
+        let token = "tok-\(UUID().uuidString)"
+        let dir = TemporaryDirectory("http-session")
+        defer { dir.remove() }
+        let tokenFile = dir.file("token")
+        try (token + "\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        let s = try setup(http: "\"tokenFile\": \"\(tokenFile)\", \"sessionLifetime\": 10")
+        defer { s.dir.remove() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        /// Signs in; the Set-Cookie header and the session id it carries.
+        func signIn() throws -> (header: String, id: String) {
+            let answer = try curl([
+                "-D", "-", "-o", "/dev/null", "--data-urlencode", "token=\(token)", s.base + "/login",
+            ])
+            let header =
+                answer.stdout.split(separator: "\r\n").first { $0.lowercased().hasPrefix("set-cookie:") }.map(
+                    String.init)
+                ?? ""
+            let id = header.split(separator: ";").first?.split(separator: "=", maxSplits: 1).last.map(String.init) ?? ""
+            return (header, id)
+        }
+        func status(_ path: String, session id: String, _ extra: [String] = []) throws -> Int {
+            try get(s.base + path, extra + ["-H", "Cookie: plings_session=\(id)"]).status
+        }
+        let first = try signIn()
+        #expect(first.header.contains("Max-Age=10") && first.header.contains("HttpOnly"), "\(first.header)")
+        #expect(first.header.contains("SameSite=Strict") && !first.header.contains("Secure"), "\(first.header)")
+        // 128 bits at least (here 256), and nothing of the token: not it, not its hex.
+        #expect(first.id.count == 64 && first.id.allSatisfy(\.isHexDigit), "\(first.id)")
+        let tokenHex = token.utf8.map { String(format: "%02x", $0) }.joined()
+        #expect(!first.header.contains(token) && !tokenHex.contains(first.id) && !first.id.contains(tokenHex.prefix(8)))
+        #expect(try status("/status", session: first.id) == 200)
+        #expect(
+            try get(s.base + "/", ["-H", "Cookie: plings_session=\(first.id)"]).body.contains("action=\"/logout\""))
+        #expect(try status("/status", session: String(first.id.reversed())) == 401)
+        // Signing out ends that session only: the cookie comes back emptied, and replayed it opens nothing.
+        let second = try signIn()
+        #expect(second.id != first.id)
+        let out = try curl([
+            "-D", "-", "-o", "/dev/null", "-X", "POST", "-H", "Cookie: plings_session=\(second.id)",
+            s.base + "/logout",
+        ])
+        #expect(out.stdout.hasPrefix("HTTP/1.1 303") && out.stdout.contains("Location: /login"), "\(out.stdout)")
+        #expect(out.stdout.contains("Set-Cookie: plings_session=; Path=/; Max-Age=0"), "\(out.stdout)")
+        #expect(try status("/status", session: second.id) == 401)
+        #expect(try status("/status", session: first.id) == 200)
+        #expect(try get(s.base + "/logout").status == 405, "a GET signs nobody out")
+        // At most 64 at once: 64 more sign-ins end the oldest (the first), the newest stay.
+        var newest: [String] = []
+        var oldestSignedIn = 0.0
+        for n in 0..<64 {
+            newest.append(try signIn().id)
+            if n == 0 { oldestSignedIn = MonotonicClock.now() }
+        }
+        #expect(try status("/status", session: first.id) == 401, "the oldest went")
+        #expect(try status("/status", session: newest[0]) == 200 && status("/status", session: newest[63]) == 200)
+        // It expires: 10 s after its sign-in (the monotonic clock) it opens nothing.
+        Thread.sleep(forTimeInterval: max(0, oldestSignedIn + 10.5 - MonotonicClock.now()))
+        #expect(try status("/status", session: newest[0]) == 401, "expired")
+        let third = try signIn()
+        #expect(try status("/status", session: third.id) == 200)
+        // A new token signs everyone out.
+        try ("tok-\(UUID().uuidString)\n").write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        bridge.signal(SIGHUP)
+        #expect(eventually(timeout: 10) { (try? status("/status", session: third.id)) == 401 })
+        #expect(!bridge.stderrText.contains(token), "the token reached the log")
+    }
+
     /// Requests the server must refuse before anything acts on them (issue 42): a NUL or control byte in the
     /// target or a header (a NUL would cut what the handler sees: `/status%00.html` served `/status`), no Host or two
     /// in HTTP/1.1 and a Host that is not `host[:port]` (RFC 9110 section 7.2, RFC 3986 section 3.2.2), whitespace
@@ -400,6 +472,13 @@ struct HTTPInterfaceTests {
             "noVersion": "GET /healthz\r\n\r\n",
             "headerWithoutColon": "GET /healthz HTTP/1.1\r\n\(host)Bogus\r\n\r\n",
             "foldedHeader": "GET /healthz HTTP/1.1\r\n\(host)X-A: a\r\n b\r\n\r\n",
+            // A request line alone, the client waiting: judged at its line end (issue 60), not after the 10 s a
+            // head may take. HTTP/0.9's `GET /path` has no version, which RFC 9112 section 3 requires.
+            "http09": "GET /status\r\n",
+            "http09BareLF": "GET /status\n",
+            "notARequestLineAlone": "GARBAGE\r\n",
+            "noTargetAlone": "GET  HTTP/1.1\r\n",
+            "lowercaseVersionAlone": "GET /status http/1.1\r\n",
         ]
         // The other answers libmicrohttpd wrote itself, now with the same headers: RFC 9110 sections 15.5.12
         // (411), 15.5.15 (414), 15.6.6 (505) and RFC 6585 section 5 (431), at the documented 64 KiB.
@@ -410,6 +489,10 @@ struct HTTPInterfaceTests {
                 "GET /healthz HTTP/1.1\r\n\(host)X-A: \(String(repeating: "a", count: 66_000))\r\n\r\n", 431
             ),
             "requestLineOver64KiB": ("GET /\(String(repeating: "a", count: 66_000)) HTTP/1.1\r\n\(host)\r\n", 414),
+            // Empty lines may come before a request line (RFC 9112 section 2.2), not 64 KiB of them: the fuzz
+            // target found the front reading past its buffer here (issue 60).
+            "emptyLinesOver64KiB": (String(repeating: "\r\n", count: 33_000) + "GET / HTTP/1.1\r\n\(host)\r\n", 414),
+            "otherVersionAlone": ("GET /healthz HTTP/3.0\r\n", 505),
         ]
         let wellFormed: [String: String] = [
             "plain": "GET /status HTTP/1.1\r\n\(host)\(close)",
@@ -436,6 +519,8 @@ struct HTTPInterfaceTests {
             #expect(answer["closed"] == .bool(true), "\(name)")
             #expect(answer["headers"]?["cache-control"]?.stringValue == "no-store", "\(name)")
             #expect(answer["headers"]?["x-content-type-options"]?.stringValue == "nosniff", "\(name)")
+            // At once: well inside the 10 s a whole head may take (a hang guard, not a timing target).
+            #expect((answer["seconds"]?.doubleValue ?? 99) < 5, "\(name): \(answer.encoded())")
         }
         for (name, answer) in try send(refused.mapValues(\.request)) {
             #expect(answer["status"] == .integer(refused[name]?.status ?? 0), "\(name): \(answer.encoded())")
@@ -490,6 +575,19 @@ struct HTTPInterfaceTests {
         #expect(try get(s.base + "/healthz").status != 200)
         let status = try JSONParser.parse(Array(get(secure + "/status", ["--cacert", cert]).body.utf8))
         #expect(status["http"]?["url"] == .string(secure + "/"))
+        // Over TLS libmicrohttpd reads the head itself: a request line without a version still gets 400 at once.
+        let raw = try ProcessRunner.run(
+            "/usr/bin/python3", [Products.rig("http/raw_requests.py"), String(s.port), cert],
+            stdin:
+                #"{"http09": "GET /status\r\n", "plain": "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"}"#
+        )
+        let answers = try raw.stdoutLines.map { try JSONParser.parse(Array($0.utf8)) }
+        #expect(answers.count == 2, "\(raw.stderr)")
+        for answer in answers {
+            let expected: Int = answer["name"] == .string("http09") ? 400 : 200
+            #expect(answer["status"] == .integer(expected), "\(answer.encoded())")
+            #expect((answer["seconds"]?.doubleValue ?? 99) < 5, "\(answer.encoded())")
+        }
     }
 
     /// Another program holds the port: one plain error line, `status` says failing and why, and the interface

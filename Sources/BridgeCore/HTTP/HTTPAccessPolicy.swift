@@ -3,12 +3,14 @@ import Foundation
 /// Who may ask the local HTTP interface what (docs/contracts.md, "Local HTTP interface"). Pure: the server hands
 /// in what the request says and acts on the verdict.
 ///
-/// - Read-only: GET and HEAD everywhere, POST only to `/login`; nothing changes state, so there is no cross-site
-///   request to forge.
+/// - Read-only: GET and HEAD everywhere, POST only to `/login` and `/logout`; nothing else changes state, so there
+///   is no cross-site request to forge (and the session cookie is `SameSite=Strict`: another site's form carries
+///   none, so it cannot sign a browser out either).
 /// - Without a token the listener is on loopback, and a request must name a loopback host: a web page elsewhere
 ///   that points a name of its own at 127.0.0.1 (DNS rebinding) is refused, so it cannot read the scans.
-/// - With a token every request presents it: `Authorization: Bearer TOKEN`, or the session cookie the login form
-///   sets (a browser's `EventSource` cannot send headers). A page request without it is sent to the form.
+/// - With a token every request presents it, `Authorization: Bearer TOKEN`, or the cookie of a live session the
+///   sign-in form began (a browser's `EventSource` cannot send headers; `SessionTable`). A page request without
+///   either is sent to the form.
 public struct HTTPAccessPolicy: Sendable {
     /// nil: no token configured (loopback only).
     public let token: String?
@@ -16,8 +18,11 @@ public struct HTTPAccessPolicy: Sendable {
     public let tls: Bool
 
     public static let cookieName = "plings_session"
-    /// What the login form needs before the token is known: the form, the page's style and script (no data).
-    public static let publicPaths: Set<String> = ["/login", "/app.css", "/app.js"]
+    /// What the sign-in form needs before the token is known: the form, the page's style and script (no data);
+    /// and signing out, which ends only the session its own cookie names.
+    public static let publicPaths: Set<String> = ["/login", "/logout", "/app.css", "/app.js"]
+    /// Paths that take a POST (a form's).
+    public static let formPaths: Set<String> = ["/login", "/logout"]
 
     public init(token: String?, tls: Bool) {
         self.token = token
@@ -38,13 +43,13 @@ public struct HTTPAccessPolicy: Sendable {
         case badHost
     }
 
-    /// The verdict for one request. `host` is the Host header, `authorization` the Authorization header, `cookie`
-    /// the session cookie's value.
-    public func verdict(method: String, path: String, host: String?, authorization: String?, cookie: String?)
+    /// The verdict for one request. `host` is the Host header, `authorization` the Authorization header,
+    /// `session` whether its session cookie names a live session.
+    public func verdict(method: String, path: String, host: String?, authorization: String?, session: Bool)
         -> Verdict
     {
         if let host, Self.hostName(host) == nil { return .badHost }
-        guard method == "GET" || method == "HEAD" || (method == "POST" && path == "/login") else {
+        guard method == "GET" || method == "HEAD" || (method == "POST" && Self.formPaths.contains(path)) else {
             return .methodNotAllowed
         }
         guard let token else {
@@ -58,9 +63,7 @@ public struct HTTPAccessPolicy: Sendable {
         {
             return .allowed
         }
-        if let cookie, let presented = Self.fromHex(cookie), Self.constantTimeEqual(presented, Array(token.utf8)) {
-            return .allowed
-        }
+        if session { return .allowed }
         return path == "/" ? .login : .unauthorized
     }
 
@@ -70,14 +73,21 @@ public struct HTTPAccessPolicy: Sendable {
         return Self.constantTimeEqual(Array(submitted.utf8), Array(token.utf8))
     }
 
-    /// The `Set-Cookie` value after a good login: the token in hex (cookie-safe whatever the token holds), only
-    /// for this site's requests, never readable by scripts.
-    public func sessionCookie() -> String {
-        let hex = Array(token?.utf8 ?? "".utf8).map { byte in
-            let digits = Array("0123456789abcdef")
-            return String([digits[Int(byte >> 4)], digits[Int(byte & 15)]])
-        }.joined()
-        return "\(Self.cookieName)=\(hex); Path=/; HttpOnly; SameSite=Strict" + (tls ? "; Secure" : "")
+    /// The `Set-Cookie` value after a good sign-in: the session's id in hex, for `lifetime` seconds, only for this
+    /// site's requests, never readable by scripts, only over TLS when the interface has it.
+    public func sessionCookie(id: [UInt8], lifetime: Double) -> String {
+        "\(Self.cookieName)=\(Self.hex(id)); Path=/; Max-Age=\(Int(lifetime)); HttpOnly; SameSite=Strict"
+            + (tls ? "; Secure" : "")
+    }
+
+    /// The `Set-Cookie` value that signs a browser out: the cookie emptied and expired at once.
+    public func endedSessionCookie() -> String {
+        "\(Self.cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Strict" + (tls ? "; Secure" : "")
+    }
+
+    static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef")
+        return String(bytes.flatMap { [digits[Int($0 >> 4)], digits[Int($0 & 15)]] })
     }
 
     /// `127.0.0.1`, `127.0.0.1:8731`, `[::1]:8731`, `localhost:8731`.
@@ -116,7 +126,7 @@ public struct HTTPAccessPolicy: Sendable {
     }
 
     /// Compares without stopping at the first difference, so the time taken says nothing of how much matched.
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    public static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         var difference = UInt8(a.count == b.count ? 0 : 1)
         for i in 0..<max(a.count, b.count) {
             difference |= (i < a.count ? a[i] : 0) ^ (i < b.count ? b[i] : 0)
@@ -124,9 +134,10 @@ public struct HTTPAccessPolicy: Sendable {
         return difference == 0
     }
 
-    static func fromHex(_ text: String) -> [UInt8]? {
+    /// The bytes a session cookie's hex names; nil for anything that is not an id's hex.
+    public static func fromHex(_ text: String) -> [UInt8]? {
         let digits = Array(text.utf8)
-        guard digits.count % 2 == 0, digits.count <= 2048 else { return nil }
+        guard digits.count % 2 == 0, digits.count <= 2 * SessionTable.idBytes else { return nil }
         var bytes: [UInt8] = []
         var i = 0
         while i < digits.count {

@@ -11,6 +11,10 @@ int plings_clock_unsynchronized(void);
 /// _GNU_SOURCE). 0, or -1 with errno.
 int plings_pipe2(int fds[2], int flags);
 
+/// getrandom(2) (flags 0: the kernel's CSPRNG, blocking only until it is first seeded at boot): <sys/random.h>
+/// is not part of Swift's Glibc module. The byte count, or -1 with errno.
+long plings_getrandom(void *buffer, unsigned long length);
+
 /// Names the calling thread (15 bytes kept; `top -H`, gdb and the journal's thread names show it):
 /// pthread_setname_np needs _GNU_SOURCE too.
 void plings_name_this_thread(const char *name);
