@@ -185,6 +185,12 @@ extension Spool {
                 if let listed = try? Spool.sinkRows(db) { sinks = listed }
                 db.resetAll()
                 keeping.resetAll()
+                // Every frame this process committed goes into the damaged file before it moves: this connection
+                // trusts its index of the WAL, where a fresh reader (the salvage) would stop at a torn frame and
+                // lose every commit after it (a frame is checked only when the index is rebuilt). SQLite would not
+                // checkpoint the moved file when it closes (it skips a file that has been renamed). A failing or
+                // full card refuses the checkpoint: the salvage then reads what a fresh reader can.
+                _ = db.truncateWAL(ifLargerThan: -1)
                 let now = Date()
                 guard let aside = Spool.moveAside(path, at: now) else { return nil }
                 do {

@@ -103,23 +103,117 @@ extension Spool {
         let agreed = asked.count == 2 && asked[0] == asked[1]
         var start = 1
         var emptySince = 1
+        // The positions counted absent (as ranges: a purge empties long runs) and unreadable, for the walk below.
+        var missing = MissingPositions()
         while last.map({ start <= $0 }) ?? false || (!agreed && start - emptySince < 100_000) {
             let end = start + Spool.salvageRange - 1
             let to = last.map { start <= $0 ? min(end, $0) : end } ?? end
             var rows: [[SQLiteValue]] = []
-            let failed = Spool.readRange(
+            var failed: [Int] = []
+            Spool.readRange(
                 source, range: select, point: point, start, to, columns: scanColumns.count,
-                seqIndex: seqIndex, into: &rows)
+                seqIndex: seqIndex, into: &rows, failed: &failed)
             // Past the last position a failed seek is no scan known to be lost.
-            if last.map({ start <= $0 }) ?? true { report.unreadable += failed }
+            if last.map({ start <= $0 }) ?? true {
+                report.unreadable += failed.count
+                missing.unreadable.formUnion(failed)
+            }
             if !rows.isEmpty { emptySince = end + 1 }
-            if let last, start <= last { report.absent += min(end, last) - start + 1 - rows.count }
+            if let last, start <= last {
+                report.absent += min(end, last) - start + 1 - rows.count
+                var found = Set<Int>(failed)
+                for row in rows { if case .integer(let seq) = row[seqIndex] { found.insert(seq) } }
+                for position in start...min(end, last) where !found.contains(position) {
+                    missing.addAbsent(position)
+                }
+            }
             if !rows.isEmpty {
                 try copy(rows, columns: scanColumns, queueColumns: queueColumns, from: source, report: &report)
             }
             start = end + 1
         }
+        if report.absent + report.unreadable > 0 {
+            try walkForHiddenRows(
+                source, columns: scanColumns, queueColumns: queueColumns, seqIndex: seqIndex, missing: missing,
+                report: &report)
+        }
         return report
+    }
+
+    /// Times a walk of the table starts again past a row that failed to read.
+    static let salvageWalkRestarts = 64
+
+    /// The rows the lookups by key could not reach: a torn write can leave a leaf page's cells whole but its keys
+    /// out of order (a cell garbled in the middle of the rightmost leaf, and the scans appended after it), and a
+    /// lookup by key (a binary search within the leaf) then misses the later ones, saying "no such row" rather
+    /// than failing. A walk of the table in its own order reads every cell; one that fails to read is stepped over
+    /// (`OFFSET` counts cells without reading them). Only the positions the lookups counted absent are taken, and
+    /// only rows that look whole (`looksWhole`); each one found counts so no longer, and is copied unless this spool
+    /// has its id already.
+    private func walkForHiddenRows(
+        _ source: SQLiteConnection, columns: [String], queueColumns: [String], seqIndex: Int,
+        missing: MissingPositions, report: inout SalvageReport
+    ) throws(SpoolError) {
+        let walk = "SELECT \(columns.joined(separator: ", ")) FROM scans NOT INDEXED LIMIT -1 OFFSET ?1"
+        let idIndex = columns.firstIndex(of: "id") ?? 0
+        var offset = 0
+        var restarts = 0
+        var batch: [[SQLiteValue]] = []
+        func flush() throws(SpoolError) {
+            defer { batch.removeAll() }
+            // Only scans this spool has neither at that position nor under that id.
+            let hidden = try withConnection { db throws(SQLiteError) -> [[SQLiteValue]] in
+                let here = try db.prepare("SELECT 1 FROM scans WHERE id = ?1")
+                defer { here.reset() }
+                var hidden: [[SQLiteValue]] = []
+                for row in batch {
+                    here.reset()
+                    try row[idIndex].bind(here, 1)
+                    if try !here.step() { hidden.append(row) }
+                }
+                return hidden
+            }
+            report.alreadyHere += batch.count - hidden.count
+            guard !hidden.isEmpty else { return }
+            try copy(hidden, columns: columns, queueColumns: queueColumns, from: source, report: &report)
+        }
+        while restarts <= Spool.salvageWalkRestarts {
+            guard let s = try? source.prepare(walk), (try? s.bind(1, offset)) != nil else {
+                offset += 1
+                restarts += 1
+                continue
+            }
+            defer { s.reset() }
+            var ended = false
+            var failed = false
+            while !ended && !failed {
+                do throws(SQLiteError) {
+                    while batch.count < Spool.salvageRange {
+                        guard try s.step() else {
+                            ended = true
+                            break
+                        }
+                        offset += 1
+                        // Only positions whose lookup said "no such row": one whose lookup failed sits in a page
+                        // the damage reached, and its cells, read in order, can give bytes the damage wrote.
+                        guard case .integer(let seq) = SQLiteValue(s, Int32(seqIndex)), missing.kind(seq) == false
+                        else { continue }
+                        let row = (0..<Int32(columns.count)).map { SQLiteValue(s, $0) }
+                        guard Spool.looksWhole(row, columns: columns) else { continue }
+                        report.absent -= 1
+                        batch.append(row)
+                    }
+                } catch {
+                    // This cell cannot be read: the walk starts again past it.
+                    failed = true
+                    offset += 1
+                    restarts += 1
+                }
+                try flush()
+            }
+            if ended { break }
+        }
+        try flush()
     }
 
     /// A copy of the damaged file at `damaged` (and its WAL) beside it, `<damaged>.rebuilt-header`, whose first 100
@@ -188,15 +282,15 @@ extension Spool {
         return try withConnection { db throws(SQLiteError) in try columns(db).filter(theirs.contains) }
     }
 
-    /// Reads positions `from...to` into `rows` (in order); returns how many positions could not be read. A damaged
+    /// Reads positions `from...to` into `rows` (in order); `failed` gets the positions that could not be read. A damaged
     /// page can make a range query fail, or end early without an error (a wrong pointer that still looks like one):
     /// each position the range did not give is asked for alone, by its key, which takes another path through the
     /// tree. A position asked for alone that gives nothing was purged, or lost without a trace.
     static func readRange(
         _ db: SQLiteConnection, range sql: String, point pointSQL: String, _ from: Int, _ to: Int, columns: Int,
-        seqIndex: Int, into rows: inout [[SQLiteValue]]
-    ) -> Int {
-        guard from <= to else { return 0 }
+        seqIndex: Int, into rows: inout [[SQLiteValue]], failed: inout [Int]
+    ) {
+        guard from <= to else { return }
         var found: [[SQLiteValue]] = []
         do {
             let s = try db.prepare(sql)
@@ -209,7 +303,6 @@ extension Spool {
         }
         var seen = Set<Int>()
         for row in found { if case .integer(let seq) = row[seqIndex] { seen.insert(seq) } }
-        var unreadable = 0
         if seen.count < to - from + 1 {
             for position in from...to where !seen.contains(position) {
                 do {
@@ -218,7 +311,7 @@ extension Spool {
                     try s.bind(1, position)
                     if try s.step() { found.append((0..<Int32(columns)).map { SQLiteValue(s, $0) }) }
                 } catch {
-                    unreadable += 1
+                    failed.append(position)
                 }
             }
         }
@@ -226,7 +319,6 @@ extension Spool {
             if case .integer(let x) = a[seqIndex], case .integer(let y) = b[seqIndex] { return x < y }
             return false
         }
-        return unreadable
     }
 
     /// The rows of `sql` (one `?1`) for `seq`; nil when they could not be read.
@@ -377,5 +469,55 @@ extension Spool {
         report.alreadyHere += rows.count - recovered - broken
         report.unreadable += broken
         report.statesLost += lost
+    }
+}
+
+extension Spool {
+    /// Whether a row the walk read is a scan as the spool wrote it, by what a scan says twice: its id is a UUID in
+    /// canonical form, and its `input` is a JSON object whose `scanMetadata.timestamp` is its `created_at` (and
+    /// whose `identifier` is its `identifier`). Random bytes over a cell break one of these wherever they fall: the
+    /// record's header and first columns (the id), or `raw` and the `input` after it. A scan without `input` (a
+    /// read no identifier was found in) has nothing to check it by and is not taken.
+    static func looksWhole(_ row: [SQLiteValue], columns: [String]) -> Bool {
+        func text(_ name: String) -> String? {
+            guard let index = columns.firstIndex(of: name), case .text(let value) = row[index] else { return nil }
+            return value
+        }
+        guard let id = text("id"), UUID(uuidString: id)?.uuidString.lowercased() == id.lowercased(), id.count == 36,
+            let createdAt = text("created_at"), let input = text("input"),
+            let json = try? JSONParser.parse(input), case .object = json,
+            json["scanMetadata"]?["timestamp"] == .string(createdAt)
+        else { return false }
+        if let identifier = text("identifier"), json["identifier"] != .string(identifier) { return false }
+        return true
+    }
+}
+
+/// The positions a salvage's lookups by key did not give: those that failed (unreadable) and those that gave
+/// nothing (absent), the latter as ranges, since a purge empties long runs of positions.
+struct MissingPositions {
+    var unreadable = Set<Int>()
+    /// Ascending, disjoint.
+    private var absent: [ClosedRange<Int>] = []
+
+    /// Positions come in ascending order.
+    mutating func addAbsent(_ position: Int) {
+        if let tail = absent.last, tail.upperBound + 1 == position {
+            absent[absent.count - 1] = tail.lowerBound...position
+        } else {
+            absent.append(position...position)
+        }
+    }
+
+    /// true: unreadable; false: absent; nil: the lookups gave it.
+    func kind(_ position: Int) -> Bool? {
+        if unreadable.contains(position) { return true }
+        var low = 0
+        var high = absent.count
+        while low < high {
+            let middle = (low + high) / 2
+            if absent[middle].upperBound < position { low = middle + 1 } else { high = middle }
+        }
+        return low < absent.count && absent[low].contains(position) ? false : nil
     }
 }

@@ -104,6 +104,61 @@ struct SpoolDamageTests {
         #expect(again.recovered == 0 && again.alreadyHere == report.recovered)
     }
 
+    /// A torn write into the rightmost leaf of `scans` (issue 43's torn-wal case, as found there: a cell's key
+    /// garbled to a number past the sequence, the cells after it whole): lookups by key stop at the garbled key
+    /// and say "no such row" for every scan after it, so only a walk of the leaf in its own order reaches them.
+    /// The leaf is edited as SQLite's file format lays it out (sqlite.org/fileformat2.html, "B-tree Pages": the
+    /// 8-byte header of a leaf table page, type 13, its cell pointer array, each cell's payload size and rowid as
+    /// varints).
+    @Test func scansAfterAGarbledKeyInALeafAreSalvagedByWalkingIt() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        let spool = try Spool(path: path, synchronous: .off)
+        for n in [1, 2, 3, 4, 5, 6, 8, 9] { try spool.insert([scan(n)]) }
+        let originals = try spool.list()
+        var root = 0
+        var pageSize = 0
+        try spool.withTestConnection { db throws(SQLiteError) in
+            try db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            root = try db.scalarInt("SELECT rootpage FROM sqlite_master WHERE name = 'scans'") ?? 0
+            pageSize = try db.scalarInt("PRAGMA page_size") ?? 0
+        }
+        var file = try Data(contentsOf: URL(fileURLWithPath: path))
+        let page = (root - 1) * pageSize
+        try #require(root > 1 && file[page] == 13, "the 8 scans fit in one leaf page, the table's root")
+        let cells = Int(file[page + 3]) << 8 | Int(file[page + 4])
+        try #require(cells == 8)
+        // The fourth cell (seq 4): past its payload-size varint, its one-byte rowid becomes 127.
+        let cell = page + (Int(file[page + 8 + 6]) << 8 | Int(file[page + 8 + 7]))
+        var rowid = cell
+        while file[rowid] & 0x80 != 0 { rowid += 1 }
+        rowid += 1
+        try #require(file[rowid] == 4)
+        file[rowid] = 127
+        try file.write(to: URL(fileURLWithPath: path))
+
+        let fresh = try Spool(path: dir.file("fresh.sqlite"))
+        let report = try fresh.salvage(from: path)
+        // By key only seqs 1-3 read (the range stops at 127, past the last position, 8; each of 4-8 alone is "no
+        // such row"); walking the leaf gives 5-8 back. Seq 4's cell now says 127, past the sequence: not taken.
+        #expect(report.recovered == 7 && report.absent == 1 && report.unreadable == 0, "\(report)")
+        let salvaged = try fresh.list()
+        let kept = originals.enumerated().filter { $0.offset != 3 }.map(\.element)
+        #expect(salvaged.map(\.id) == kept.map(\.id))
+        for (record, original) in zip(salvaged, kept) {
+            #expect(record.raw == original.raw)
+            #expect(record.inputJSON == original.inputJSON)
+        }
+        var positions: [Int] = []
+        try fresh.withTestConnection { db throws(SQLiteError) in
+            let s = try db.prepare("SELECT seq FROM scans ORDER BY seq")
+            defer { s.reset() }
+            while try s.step() { positions.append(s.int(0)) }
+        }
+        #expect(positions == [1, 2, 3, 5, 6, 7, 8], "each at its own position")
+    }
+
     /// Power cut between moving the file aside and continuing its sequence: the fresh spool began from 1, so its
     /// scans hold positions the damaged file's scans had. Both are kept; the salvaged ones at new positions.
     @Test func aFreshSpoolThatBeganFromOneKeepsItsScansAndTheSalvagedOnes() throws {
