@@ -40,7 +40,6 @@ public final class BridgeService: Sendable {
 
     /// Runs until SIGTERM or SIGINT; returns the process exit code.
     public func run() -> Int32 {
-        let config = settings.config
         guard let signals = SignalPipe([SIGTERM, SIGINT, SIGHUP]) else {
             logger.error("cannot set up signal handling (no pipe): out of file descriptors?")
             return 1
@@ -50,44 +49,78 @@ public final class BridgeService: Sendable {
         // error line naming it, exit 1, and systemd's Restart= starts it again. Never silent.
         let endedWorkers = Mutex<[String]>([])
         // A watched worker that works without a pause for longer than any unit of its work takes (a call that never
-        // returns) is hung: the watchdog sees it (below) and it is treated the same way. Worker -> seconds.
+        // returns) is hung: the watchdog sees it and it is treated the same way. Worker -> seconds.
         let stuckWorkers = Mutex<[String: Double]>([:])
         WorkerThread.onUnexpectedEnd { worker in
             endedWorkers.withLock { $0.append(worker) }
             signals.post(SignalPipe.workerEnded)
         }
-        var exitCode: Int32 = 0
+        guard let parts = makeParts() else { return 1 }
+        let systemd = SystemdNotifier()
+        let watchdog = makeWatchdog(systemd, parts.pipeline, stuckWorkers: stuckWorkers, signals: signals)
+        // Starting blocks (a source waits for its devices): on this thread, which is not Swift's cooperative pool.
+        parts.group.start()
+        logSummary(spool: parts.spool, sources: parts.sources)
+        // What an earlier run moved aside and could not finish salvaging.
+        parts.damageWatch.salvageLeftovers()
+        systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
+        // The watchdog's first ping must not come before READY=1: it starts last and stops first.
+        watchdog?.start()
 
+        let exitCode = serve(signals, parts, systemd: systemd, ended: endedWorkers, stuck: stuckWorkers)
+
+        systemd.notify("STOPPING=1")
+        let deadline = MonotonicClock.deadline(after: BridgeService.stopBudget)
+        watchdog?.stop(deadline: deadline)
+        let overdue = parts.group.stop(deadline: deadline)
+        parts.damageWatch.stop()
+        if !overdue.isEmpty {
+            logger.warn("stop deadline passed; exiting anyway", [("late", overdue.joined(separator: ","))])
+        }
+        // Everything committed goes into the file now, through this process's own index of the WAL, which leaves
+        // the WAL empty: the next process to open the spool reads no WAL. A WAL left behind with a torn frame (a
+        // worn card) would be read only up to the tear, silently losing every commit after it (docs/reliability.md,
+        // "Known limits"); copied in by us, the tear is in the file, where the next start's check finds it.
+        parts.spool.checkpointAtStop()
+        logger.info("stopped")
+        return exitCode
+    }
+
+    /// The service's parts, made in the order data flows, none started.
+    struct Parts {
+        let spool: Spool
+        let damageWatch: SpoolDamageWatch
+        let sinks: [(key: String, sink: any ScanSink)]
+        let pipeline: Pipeline
+        let sources: SourceSet
+        let location: LocationSlot
+        let reporter: StatusReporter
+        /// Layers, started first to last and stopped last to first; the parts of one layer stop together. The
+        /// sinks start before the pipeline, so every read from now on is queued for the broker too; the sources
+        /// stop before the pipeline, which then commits what it holds before the sinks stop.
+        let group: ServiceGroup
+    }
+
+    /// Makes every part. The status is one `StatusBoard`, made first: the reporter builds it from the parts, the
+    /// sinks that publish it read it, and every part says there when something in it changed; so no part waits
+    /// for another to be bound later. Nil (logged) when the spool cannot be opened.
+    private func makeParts() -> Parts? {
+        let config = settings.config
         let spool: Spool
         do {
             spool = try Spool(path: settings.spoolPath, synchronous: config.spool.synchronous)
         } catch {
             logger.error("cannot open the spool", [("path", settings.spoolPath), ("error", error.description)])
-            return 1
+            return nil
         }
-        // A damaged spool file is moved aside and salvaged in the background (issue 43); `status` follows.
-        let reporterRef = Mutex<StatusReporter?>(nil)
-        let damageWatch = SpoolDamageWatch(spool: spool, logger: logger, background: true) {
-            reporterRef.withLock { $0 }?.wake()
-        }
+        let board = StatusBoard()
+        // A damaged spool file is moved aside and salvaged in the background (issue 43); the status follows, and
+        // the sinks look, after its build, for the scans the salvage copied back that they still owe.
+        let damageWatch = SpoolDamageWatch(spool: spool, logger: logger, background: true, changed: board.changed)
         let location = LocationSlot(config: config, logger: logger)
-        // The sinks are made first (the pipeline wakes them after each commit); what they ask of the rest of the
-        // service (the device's status for MQTT, the whole status, the status reporter's wake-ups) is bound here
-        // once the rest exists, before any part starts.
-        let bound = Mutex<(view: SinkView?, reporter: StatusReporter?, sinks: [any ScanSink])>((nil, nil, []))
-        // A source's devices or a sink's health changed: the status file and the MQTT status message (the sinks'
-        // wake-up) follow at once, so nothing looks at them periodically.
-        let stateChanged: @Sendable () -> Void = {
-            let (reporter, sinks) = bound.withLock { ($0.reporter, $0.sinks) }
-            reporter?.wake()
-            for sink in sinks { sink.wake() }
-        }
         let sinkContext = SinkContext(
             spool: spool, logger: logger, configuration: SinkConfiguration(config: config, apiToken: token),
-            deviceStatus: { sink in bound.withLock { $0.view }?.deviceStatus(sink) ?? .null },
-            status: { bound.withLock { $0.view }?.status() ?? .null },
-            metrics: { bound.withLock { $0.view }?.metrics() ?? "" }, stateChanged: stateChanged,
-            delivered: { bound.withLock { $0.reporter }?.wakeSoon() })
+            board: board)
         let sinks = SinkRegistry.modules.map { (key: $0.statusKey, sink: $0.make(sinkContext)) }
         // Scans other processes commit (`scan`, `spool retry`) wake the sinks, without a periodic look.
         let spoolWatch = SpoolChangeWatch(spool: spool) { for (_, sink) in sinks { sink.wake() } }
@@ -96,10 +129,10 @@ public final class BridgeService: Sendable {
             fixProvider: location, debounce: SourceSet.debounceWindows(config), logger: logger,
             onCommitted: { _ in
                 for (_, sink) in sinks { sink.wake() }
-                bound.withLock { $0.reporter }?.wake()
+                board.changed()
             }, timeSource: { location.readTime(now: $0) })
         let sources = SourceSet(
-            config: config, logger: logger, commit: { pipeline.commit($0, then: $1) }, stateChanged: stateChanged)
+            config: config, logger: logger, commit: { pipeline.commit($0, then: $1) }, stateChanged: board.changed)
         let reporterSources = sources.reporterSources
         let current = self.current
         let configuration = self.configuration
@@ -111,26 +144,32 @@ public final class BridgeService: Sendable {
         let reporter = StatusReporter(
             statusPath: settings.statusPath, metricsPath: config.metrics.textfile,
             metricsInterval: config.metrics.interval, spool: spool,
-            pipeline: pipeline, sinks: sinks, sources: sources.reporterSources,
+            pipeline: pipeline, sinks: sinks, sources: reporterSources,
             fixAge: { location.client.map { $0.status().fixAge ?? .infinity } }, location: { location.snapshot() },
-            configuration: { configuration.withLock { $0.json } }, logger: logger)
-        reporterRef.withLock { $0 = reporter }
-        bound.withLock {
-            $0.reporter = reporter
-            $0.sinks = sinks.map(\.sink)
-            $0.view = SinkView(
-                deviceStatus: { sink in
-                    BridgeService.deviceStatus(
-                        spool: spool, sink: sink, pipeline: pipeline, sources: reporterSources, gps: location.client,
-                        config: current.withLock { $0 })
-                }, status: { reporter.snapshot() }, metrics: { reporter.metrics(up: true) })
-        }
-        let systemd = SystemdNotifier()
-        // The watchdog pings at half its period while the pipeline's commit thread is not stuck in a commit and no
-        // watched worker is stuck in a call (`WorkerActivity`); a wedged pipeline stops the pings and systemd
-        // restarts the service. A stuck worker also stops the service itself (exit 1, the worker named), and the
-        // missing pings end it should that stop hang too.
-        let watchdog = systemd.watchdogInterval.map { interval in
+            configuration: { configuration.withLock { $0.json } },
+            device: {
+                BridgeService.deviceStatus(
+                    spool: spool, pipeline: pipeline, sources: reporterSources, gps: location.client,
+                    config: current.withLock { $0 })
+            }, board: board, logger: logger)
+        reporter.prime()
+        let group = ServiceGroup(
+            layers: [
+                [location], sinks.map(\.sink) + [spoolWatch], [pipeline], [sources, retention, integrity, reporter],
+            ])
+        return Parts(
+            spool: spool, damageWatch: damageWatch, sinks: sinks, pipeline: pipeline, sources: sources,
+            location: location, reporter: reporter, group: group)
+    }
+
+    /// The watchdog pings at half its period while the pipeline's commit thread is not stuck in a commit and no
+    /// watched worker is stuck in a call (`WorkerActivity`); a wedged pipeline stops the pings and systemd
+    /// restarts the service. A stuck worker also stops the service itself (exit 1, the worker named), and the
+    /// missing pings end it should that stop hang too. Nil when systemd asks for no watchdog.
+    private func makeWatchdog(
+        _ systemd: SystemdNotifier, _ pipeline: Pipeline, stuckWorkers: Mutex<[String: Double]>, signals: SignalPipe
+    ) -> PeriodicThread? {
+        systemd.watchdogInterval.map { interval in
             PeriodicThread(name: "watchdog", interval: interval / 2) {
                 let stuck = WorkerActivity.stuck(now: MonotonicClock.now())
                 guard stuck.isEmpty else {
@@ -144,31 +183,21 @@ public final class BridgeService: Sendable {
                 if pipeline.isResponsive(within: interval / 4) { systemd.notify("WATCHDOG=1") }
             }
         }
-        // Layers, started first to last and stopped last to first; the parts of one layer stop together. The
-        // sinks start before the pipeline, so every read from now on is queued for the broker too; the sources
-        // stop before the pipeline, which then commits what it holds before the sinks stop.
-        let group = ServiceGroup(
-            layers: [
-                [location], sinks.map(\.sink) + [spoolWatch], [pipeline], [sources, retention, integrity, reporter],
-            ])
-        // Starting blocks (a source waits for its devices): on this thread, which is not Swift's cooperative pool.
-        group.start()
+    }
 
-        logSummary(spool: spool, sources: sources)
-        // What an earlier run moved aside and could not finish salvaging.
-        damageWatch.salvageLeftovers()
-        systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
-        // The watchdog's first ping must not come before READY=1: it starts last and stops first.
-        watchdog?.start()
-
-        // Idle: nothing runs until a signal arrives (every part sleeps on its own thread; this one in `read`).
+    /// Idle until a signal: nothing runs here (every part sleeps on its own thread; this one in `read`). SIGHUP
+    /// reloads; SIGTERM and SIGINT end it (exit 0); a part that ended or is stuck ends it with exit 1.
+    private func serve(
+        _ signals: SignalPipe, _ parts: Parts, systemd: SystemdNotifier, ended: Mutex<[String]>,
+        stuck: Mutex<[String: Double]>
+    ) -> Int32 {
         while let number = signals.next() {
             if number == SignalPipe.workerEnded {
-                let stuck = stuckWorkers.withLock { $0 }.sorted { $0.key < $1.key }
+                let stuck = stuck.withLock { $0 }.sorted { $0.key < $1.key }
                 if stuck.isEmpty {
                     logger.error(
                         "a part of the service stopped on its own; stopping the service so that it is started again",
-                        [("worker", endedWorkers.withLock { $0 }.joined(separator: ","))])
+                        [("worker", ended.withLock { $0 }.joined(separator: ","))])
                 } else {
                     logger.error(
                         "a part of the service is stuck in a call that does not return; stopping the service so "
@@ -178,36 +207,23 @@ public final class BridgeService: Sendable {
                             ("seconds", stuck.map { String(Int($0.value)) }.joined(separator: ",")),
                         ])
                 }
-                exitCode = 1
-                break
+                return 1
             }
             if number == SIGHUP {
                 // systemd shows "reloading" until READY=1; `plings-bridge reload` (ExecReload=) waits for the
                 // status file's new generation, written before READY=1.
                 systemd.notify("RELOADING=1\nMONOTONIC_USEC=\(UInt64(MonotonicClock.now() * 1_000_000))")
-                reload(sinks: sinks.map(\.sink), pipeline: pipeline, sources: sources, location: location)
-                reporter.refresh()
+                reload(
+                    sinks: parts.sinks.map(\.sink), pipeline: parts.pipeline, sources: parts.sources,
+                    location: parts.location)
+                parts.reporter.refresh()
                 systemd.notify("READY=1\nSTATUS=" + configuration.withLock { $0.systemdStatus })
                 continue
             }
             logger.info("stopping", [("signal", number == SIGTERM ? "SIGTERM" : "SIGINT")])
-            break
+            return 0
         }
-        systemd.notify("STOPPING=1")
-        let deadline = MonotonicClock.deadline(after: BridgeService.stopBudget)
-        watchdog?.stop(deadline: deadline)
-        let overdue = group.stop(deadline: deadline)
-        damageWatch.stop()
-        if !overdue.isEmpty {
-            logger.warn("stop deadline passed; exiting anyway", [("late", overdue.joined(separator: ","))])
-        }
-        // Everything committed goes into the file now, through this process's own index of the WAL, which leaves
-        // the WAL empty: the next process to open the spool reads no WAL. A WAL left behind with a torn frame (a
-        // worn card) would be read only up to the tear, silently losing every commit after it (docs/reliability.md,
-        // "Known limits"); copied in by us, the tear is in the file, where the next start's check finds it.
-        spool.checkpointAtStop()
-        logger.info("stopped")
-        return exitCode
+        return 0
     }
 
     /// SIGHUP: reload the configuration. Each sink applies its own part (adding or removing `api.url` starts or
@@ -306,13 +322,12 @@ public final class BridgeService: Sendable {
 extension BridgeService {
     /// The fields of a sink's device status (the retained `<base>/status` message of MQTT besides `online`,
     /// docs/contracts.md): only what changes with the device's health, so the message is republished on change,
-    /// not on every read's timestamp. `unpublished` is what `sink`'s queue in the spool still holds.
+    /// not on every read's timestamp. `unpublished`, what the publishing sink's queue still holds, is its own
+    /// (`SinkContext.deviceStatus`).
     static func deviceStatus(
-        spool: Spool, sink: String, pipeline: Pipeline, sources: [StatusReporter.Source], gps: GPSClient?,
-        config: BridgeConfig
+        spool: Spool, pipeline: Pipeline, sources: [StatusReporter.Source], gps: GPSClient?, config: BridgeConfig
     ) -> JSONValue {
         let counts = (try? spool.stats())?.counts ?? [:]
-        let unpublished = (try? spool.sinkStats(named: sink))?.pending ?? 0
         let lastRead = pipeline.currentTally.lastRead.values.map(\.time).max()
         let fix: String = {
             guard config.location.enabled else { return "disabled" }
@@ -325,7 +340,7 @@ extension BridgeService {
             (
                 "spool",
                 .object([
-                    ("pending", .integer(counts[.pending] ?? 0)), ("unpublished", .integer(unpublished)),
+                    ("pending", .integer(counts[.pending] ?? 0)),
                     // Damaged files moved aside beside the spool (issue 43): the card is wearing out.
                     ("damaged", .integer(SpoolDamageWatch.damagedFiles(of: spool.path).count)),
                 ])
@@ -334,11 +349,4 @@ extension BridgeService {
             ("fix", .string(fix)),
         ])
     }
-}
-
-/// What the sinks may ask of the rest of the service, bound once it exists.
-private struct SinkView: Sendable {
-    let deviceStatus: @Sendable (_ sink: String) -> JSONValue
-    let status: @Sendable () -> JSONValue
-    let metrics: @Sendable () -> String
 }

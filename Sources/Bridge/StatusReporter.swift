@@ -13,8 +13,9 @@ import Spool
 /// `metrics.textfile` when configured. Both are replaced atomically (temporary file, fsync, rename, directory
 /// fsync); status.json is 0640 (the service's group reads it), the metrics file 0644 (node_exporter runs as
 /// another user). A failed write is logged once (and again once it works), and shows in the snapshot's
-/// `metrics` entry, which `doctor` reads. The work runs on its own thread (`PeriodicThread`), never on the
-/// cooperative pool: it reads the spool and writes files.
+/// `metrics` entry, which `doctor` reads. The work runs on its own thread, never on the cooperative pool: it reads
+/// the spool and writes files. Each build is published on the `StatusBoard`, where the sinks that show the status
+/// read it, and where every part asks for the next build (`changed`); the sinks are woken when it changed.
 public final class StatusReporter: Service {
     public struct Source: Sendable {
         public var kind: String
@@ -53,10 +54,13 @@ public final class StatusReporter: Service {
     let fixAge: @Sendable () -> Double?
     let location: @Sendable () -> JSONValue
     let configuration: @Sendable () -> JSONValue
+    /// The device's health for MQTT's status message (`StatusBoard.device`).
+    let device: @Sendable () -> JSONValue
+    let board: StatusBoard
     let logger: Logger
     let started = Date()
     private let progress = Mutex(Progress())
-    private let thread: Mutex<PeriodicThread?> = Mutex(nil)
+    private let thread: Mutex<WorkerThread?> = Mutex(nil)
     /// One refresh at a time: the thread's and a reload's (`refresh()` from the signal loop) never interleave. It
     /// counts the refreshes: a `Mutex<Void>` keeps its empty value at the address of its pthread pointer, and
     /// ThreadSanitizer takes the unlocked read of that pointer for a race with the value's access.
@@ -66,8 +70,11 @@ public final class StatusReporter: Service {
         statusPath: String, metricsPath: String?, metricsInterval: Double = 15, spool: Spool, pipeline: Pipeline,
         sinks: [(key: String, sink: any ScanSink)] = [], sources: [Source],
         fixAge: @escaping @Sendable () -> Double?, location: @escaping @Sendable () -> JSONValue = { .null },
-        configuration: @escaping @Sendable () -> JSONValue = { .null }, logger: Logger
+        configuration: @escaping @Sendable () -> JSONValue = { .null },
+        device: @escaping @Sendable () -> JSONValue = { .null }, board: StatusBoard = StatusBoard(), logger: Logger
     ) {
+        self.device = device
+        self.board = board
         self.location = location
         self.configuration = configuration
         self.statusPath = statusPath
@@ -83,32 +90,35 @@ public final class StatusReporter: Service {
 
     /// How often the snapshot is looked at when nothing wakes the reporter: only its ages (the oldest pending
     /// scan's, the fix's) change with time alone. Everything else wakes it when it changes: a commit, a reload, a
-    /// source's device coming or going, a sink's health (`wake()`), so an idle box is not woken every few seconds.
+    /// source's device coming or going, a sink's health (`StatusBoard.changed`), so an idle box is not woken every few seconds.
     public static let idleRefreshInterval: Double = 30
 
-    /// Refreshes the snapshot at once after `wake()` and every `idleRefreshInterval` otherwise (metrics every
-    /// `metricsInterval`), on its own thread.
+    /// Refreshes the snapshot at once, then whenever a part asks (`StatusBoard.changed`) and every
+    /// `idleRefreshInterval` otherwise (metrics every `metricsInterval`), on its own thread.
     public func start() {
         let interval = metricsPath == nil ? Self.idleRefreshInterval : min(Self.idleRefreshInterval, metricsInterval)
-        let periodic = PeriodicThread(name: "status", interval: interval, watched: true) { [self] in refresh() }
-        thread.withLock { $0 = periodic }
-        periodic.start()
+        let worker = WorkerThread(name: "status", watched: true) { [self] in
+            repeat { refresh() } while board.waitForNextBuild(period: interval)
+        }
+        thread.withLock { $0 = worker }
     }
 
     /// Stops refreshing, removes the snapshot (`status` then says the service is not running) and writes the
     /// metrics once more with `plings_bridge_up 0`.
     public func stop(deadline: Double) {
-        thread.withLock { $0 }?.stop(deadline: deadline)
+        thread.withLock { $0 }?.expectEnd()
+        board.close()
+        thread.withLock { $0 }?.join(until: deadline)
         try? FileManager.default.removeItem(atPath: statusPath)
         if let metricsPath { write(metrics(up: false), to: metricsPath, mode: 0o644, isMetrics: true) }
     }
 
-    /// Asks for a refresh as soon as the current one ends (after a commit: `status` shows the read at once).
-    public func wake() { thread.withLock { $0 }?.wake() }
-
-    /// Asks for a refresh within a second (a sink delivered: the counts changed); a drain's deliveries cost one
-    /// refresh a second, not one each.
-    public func wakeSoon() { thread.withLock { $0 }?.wake(within: 1) }
+    /// Publishes a first build on the board before any part starts, writing nothing: a sink that starts before
+    /// the reporter (MQTT's first status message and its discovery) then shows the device from the first.
+    public func prime() {
+        _ = board.beginBuild()
+        board.publish(status: snapshot(), metrics: nil, device: device())
+    }
 
     /// One round: the snapshot when it changed, the metrics when they are due. Synchronous: when it returns, the
     /// status file says what the service is now (a reload waits for that).
@@ -120,6 +130,7 @@ public final class StatusReporter: Service {
     }
 
     private func refreshUnderLock() {
+        let metricsWanted = board.beginBuild()
         let snapshot = self.snapshot()
         let text = snapshot.removing(key: "updatedAt").encoded()
         if progress.withLock({ $0.lastSnapshot != text }) {
@@ -128,9 +139,15 @@ public final class StatusReporter: Service {
             }
         }
         let now = MonotonicClock.now()
-        if let metricsPath, progress.withLock({ now - $0.lastMetrics >= metricsInterval }) {
-            write(metrics(up: true), to: metricsPath, mode: 0o644, isMetrics: true)
+        let fileDue = metricsPath != nil && progress.withLock { now - $0.lastMetrics >= metricsInterval }
+        let metrics = fileDue || metricsWanted ? self.metrics(up: true) : nil
+        if let metricsPath, fileDue, let metrics {
+            write(metrics, to: metricsPath, mode: 0o644, isMetrics: true)
             progress.withLock { $0.lastMetrics = now }
+        }
+        // The sinks that show the status (MQTT's message, the bench page's events) look again when it changed.
+        if board.publish(status: snapshot, metrics: metrics, device: device()) {
+            for (_, sink) in sinks { sink.wake() }
         }
     }
 

@@ -135,7 +135,7 @@ final class HTTPInterfaceSink: ScanSink {
             if spool == nil { spool = try? Spool.openIfExists(path: context.spool.path) }
             return spool
         }
-        let feed = ScanFeed(spool: spool ?? context.spool, status: context.serviceStatus, logger: context.logger)
+        let feed = ScanFeed(spool: spool ?? context.spool, status: context.board.status, logger: context.logger)
         let routes = HTTPRoutes(
             feed: feed, spool: spool ?? context.spool,
             policy: HTTPAccessPolicy(token: settings.token, tls: settings.tls), sessions: sessions,

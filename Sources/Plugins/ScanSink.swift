@@ -42,42 +42,36 @@ public struct SinkContext: Sendable {
     public let logger: Logger
     /// The configuration in force at start; reloads come through `ScanSink.apply`.
     public let configuration: SinkConfiguration
-    private let device: @Sendable (_ sink: String) -> JSONValue
-    private let status: @Sendable () -> JSONValue
-    private let metrics: @Sendable () -> String
-    /// Called by the sink after its health changed (failing, resumed, paused): `status` follows at once.
-    public let stateChanged: @Sendable () -> Void
-    /// Called by the sink after it recorded deliveries (the spool's counts changed): `status` follows within a
-    /// second, once per second during a drain.
-    public let delivered: @Sendable () -> Void
+    /// The service's status: the status reporter builds it, the sinks that publish it read it here and say here
+    /// when their health changed.
+    public let board: StatusBoard
 
-    /// `deviceStatus` and `status` may answer `.null` until the rest of the service is built (the sinks start
-    /// first); they never block for long (a few spool reads).
-    public init(
-        spool: Spool, logger: Logger, configuration: SinkConfiguration,
-        deviceStatus: @escaping @Sendable (_ sink: String) -> JSONValue,
-        status: @escaping @Sendable () -> JSONValue, metrics: @escaping @Sendable () -> String = { "" },
-        stateChanged: @escaping @Sendable () -> Void = {}, delivered: @escaping @Sendable () -> Void = {}
-    ) {
-        self.metrics = metrics
-        self.stateChanged = stateChanged
-        self.delivered = delivered
+    public init(spool: Spool, logger: Logger, configuration: SinkConfiguration, board: StatusBoard = StatusBoard()) {
         self.spool = spool
         self.logger = logger
         self.configuration = configuration
-        self.device = deviceStatus
-        self.status = status
+        self.board = board
     }
+
+    /// Called by the sink after its health changed (failing, resumed, paused): `status` follows at once.
+    public var stateChanged: @Sendable () -> Void { { [board] in board.changed() } }
+
+    /// Called by the sink after it recorded deliveries (the spool's counts changed): `status` follows within a
+    /// second, once per second during a drain.
+    public var delivered: @Sendable () -> Void { { [board] in board.changedSoon() } }
 
     /// The device's health in a few fields that change only with it (the MQTT sink's retained status message):
     /// version, sources up, spool backlog (`unpublished`: what `sink`'s queue still holds), last read, fix.
-    public func deviceStatus(for sink: String) -> JSONValue { device(sink) }
+    public func deviceStatus(for sink: String) -> JSONValue {
+        board.device(sinkPending: (try? spool.sinkStats(named: sink))?.pending ?? 0)
+    }
 
-    /// The running service's whole status object (`plings-bridge status --json`).
-    public func serviceStatus() -> JSONValue { status() }
+    /// The running service's whole status object (`plings-bridge status --json`), no older than this call.
+    public func serviceStatus() -> JSONValue { board.fresh().status }
 
-    /// The running service's metrics in the Prometheus text format (what `metrics.textfile` holds).
-    public func serviceMetrics() -> String { metrics() }
+    /// The running service's metrics in the Prometheus text format (what `metrics.textfile` holds), no older than
+    /// this call.
+    public func serviceMetrics() -> String { board.fresh(metrics: true).metrics }
 }
 
 /// What a sink's `doctor` check is given: the configuration, the token when this user could read it, and the

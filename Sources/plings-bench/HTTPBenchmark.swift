@@ -46,10 +46,12 @@ enum HTTPBenchmark {
         var config = BridgeConfig()
         config.http.listen = "127.0.0.1:\(port)"
         let logger = Logger(minimum: .error)
+        let board = StatusBoard()
+        board.publish(status: .object([("bench", .bool(true))]), metrics: "", device: .null)
         let sink = ScanSinkModule.http.make(
             SinkContext(
                 spool: spool, logger: logger, configuration: SinkConfiguration(config: config, apiToken: nil),
-                deviceStatus: { _ in .null }, status: { .object([("bench", .bool(true))]) }))
+                board: board))
         let pipeline = Pipeline(
             spool: spool, builder: ScanBuilder(parser: PlingsURLParser()), fixProvider: NoFixProvider(),
             debounce: [:], logger: logger, onCommitted: { _ in sink.wake() })

@@ -67,8 +67,7 @@ struct SinkSlotTests {
                 metrics: { _, settings, _, m in m.add("recorded_setting", Double(settings), help: "the setting") })
             let context = SinkContext(
                 spool: spool, logger: logger,
-                configuration: SinkConfiguration(config: BridgeConfig(), apiToken: nil),
-                deviceStatus: { _ in .null }, status: { .null })
+                configuration: SinkConfiguration(config: BridgeConfig(), apiToken: nil))
             return SinkSlot(kind, context: context)
         }
 
