@@ -6,7 +6,7 @@ import PackageDescription
 let targets = [
     "fuzz-url", "fuzz-json", "fuzz-config", "fuzz-ndef", "fuzz-type2", "fuzz-type4", "fuzz-evdev",
     "fuzz-api-response", "fuzz-gps", "fuzz-fastread", "fuzz-serial",
-    "fuzz-hid-descriptor", "fuzz-classic", "fuzz-type5",
+    "fuzz-hid-descriptor", "fuzz-classic", "fuzz-type5", "fuzz-http-request",
 ]
 
 let package = Package(

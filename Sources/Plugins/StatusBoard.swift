@@ -27,7 +27,7 @@ public final class StatusBoard: Sendable {
         var served = 0
         /// A reader asked for the metrics: the next build makes them (otherwise only when the textfile is due).
         var metricsWanted = false
-        /// A builder waits here (from its first `waitForNextBuild` until `close`).
+        /// A builder runs (from its first build until `close`): fresh readers wait for it.
         var builderRuns = false
         var closed = false
     }
@@ -95,6 +95,7 @@ public final class StatusBoard: Sendable {
     /// metrics.
     public func beginBuild() -> Bool {
         state.withLock { s in
+            s.builderRuns = !s.closed
             s.building = s.asked
             defer { s.metricsWanted = false }
             return s.metricsWanted

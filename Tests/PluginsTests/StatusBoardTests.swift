@@ -20,11 +20,9 @@ import Testing
                 repeat {
                     _ = board.beginBuild()
                     Thread.sleep(forTimeInterval: work)
-                    let n = builds.update { n -> Int in
-                        n += 1
-                        return n
-                    }
+                    let n = builds.withLock { $0 } + 1
                     board.publish(status: .object([("build", .integer(n))]), metrics: "m \(n)", device: .null)
+                    builds.update { $0 = n }
                 } while board.waitForNextBuild(period: period)
                 builds.update { $0 = -1 }
             }
