@@ -109,11 +109,28 @@ extension MQTTSink {
                 publishDiscovery(client)
             case .read(let after):
                 do {
-                    let page = try spool.pendingForSink(MQTTSink.sinkName, afterSeq: after, limit: 500)
+                    // Scans libmosquitto holds or the broker acknowledged (not yet recorded) are still pending in
+                    // the spool: never read twice.
+                    let owed = state.withLock { Set($0.inFlight.values) }.union(toRecord)
+                    var start = after
+                    var read = try spool.pendingForSink(MQTTSink.sinkName, afterSeq: start, limit: 500)
+                    if read.allSatisfy({ owed.contains($0.seq) }), after > 0 {
+                        // Caught up. A scan owed below the cursor that is neither (revived by `spool retry`, copied
+                        // back by a salvage) is read from its place; one more small read, only when caught up.
+                        let low = try spool.pendingForSink(MQTTSink.sinkName, afterSeq: 0, limit: owed.count + 1)
+                        if let revived = low.first(where: { !owed.contains($0.seq) && $0.seq <= after }) {
+                            start = revived.seq - 1
+                            read = try spool.pendingForSink(MQTTSink.sinkName, afterSeq: start, limit: 500)
+                        }
+                    }
+                    let page = read.filter { !owed.contains($0.seq) }
                     state.withLock { s in
                         guard s.cursor == after, s.buffer.isEmpty else { return }
                         s.buffer = page
-                        if page.count == 500 { s.wakeRequested = true }
+                        // Past what it skipped, so the next read does not meet it again.
+                        if page.isEmpty, let last = read.last?.seq, last > after { s.cursor = last }
+                        if start < after, !page.isEmpty { s.cursor = start }
+                        if read.count == 500 { s.wakeRequested = true }
                     }
                 } catch {
                     // Disk trouble: try again in a second.

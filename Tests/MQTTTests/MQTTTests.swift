@@ -184,6 +184,38 @@ struct MQTTTests {
         #expect(eventually(timeout: 5) { (try? sinkPending(s)) == 0 })
     }
 
+    /// `spool retry --dead --sink mqtt` (docs/operations.md): scans the broker's sink had refused are published
+    /// once revived, although the publisher had long passed their place in the spool (it reads on from the last
+    /// scan it handed over); a salvage's copied-back scans take the same path.
+    @Test func revivedScansBelowThePublishersPlaceArePublished() throws {
+        let broker = try MosquittoRig()
+        let s = try setup(mqtt: plain(broker))
+        defer { s.dir.remove() }
+        for n in 1...2 { #expect(try run(s, ["scan", "https://s.plings.io/?t=q&i=Refused\(n)&p=2"]).status == 0) }
+        do {
+            let spool = try Spool(path: s.spoolPath)
+            for seq in 1...2 { try spool.markSinkRefused("mqtt", seq: seq, reason: "test: refused", now: Date()) }
+        }
+        for n in 3...4 { #expect(try run(s, ["scan", "https://s.plings.io/?t=q&i=Later\(n)&p=2"]).status == 0) }
+        let subscriber = try MQTTSubscriber(port: broker.port, topic: "plings/#")
+        defer { subscriber.stop() }
+        let bridge = try startBridge(s)
+        defer { bridge.stop() }
+        #expect(subscriber.waitFor(timeout: 15) { t, p in t == s.base + "/scans" && p.contains("Later4") } != nil)
+        #expect(eventually(timeout: 5) { (try? sinkPending(s)) == 0 })
+        let revived = try run(s, ["spool", "retry", "--dead", "--sink", "mqtt"])
+        #expect(revived.status == 0 && revived.stdout.contains("2"), "\(revived.stdout)\(revived.stderr)")
+        for n in 1...2 {
+            #expect(
+                subscriber.waitFor(timeout: 15) { t, p in t == s.base + "/scans" && p.contains("Refused\(n)") } != nil,
+                "revived scan \(n) not published")
+        }
+        #expect(eventually(timeout: 5) { (try? sinkPending(s)) == 0 })
+        // Each scan once: the revived ones were not in flight, the others not read again.
+        let scans = subscriber.messages.filter { $0.topic == s.base + "/scans" }
+        #expect(scans.count == 4, "\(scans.map(\.payload))")
+    }
+
     @Test func brokerAbsentAtStartThenBacklogDrainsInOrder() throws {
         let (broker, subscriber) = try brokerDownWithWaitingSubscriber()
         defer { subscriber.stop() }
