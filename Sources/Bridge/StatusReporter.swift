@@ -204,8 +204,14 @@ public final class StatusReporter: Service {
             ("config", configuration()),
             ("location", location()),
         ]
-        // One member per sink ("delivery", "mqtt"), as docs/contracts.md lists them.
-        members += sinks.map { ($0.key, $0.sink.statusEntry) }
+        // One member per sink ("api", "mqtt"), as docs/contracts.md lists them, and a former name beside its own.
+        for (key, sink) in sinks {
+            let entry = sink.statusEntry
+            members.append((key, entry))
+            for alias in SinkRegistry.modules.first(where: { $0.statusKey == key })?.statusAliases ?? [] {
+                members.append((alias, entry))
+            }
+        }
         members += [
             (
                 "sources",

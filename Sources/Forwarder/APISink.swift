@@ -9,7 +9,7 @@ extension ScanSinkModule {
     /// The Plings API (`api` section): each pending scan sent as a `resolveIdentifier` mutation, in capture order
     /// per identifier. Its status member is `delivery`.
     public static let api = ScanSinkModule(
-        name: "api", statusKey: "delivery", configSection: APIConfig.self,
+        name: "api", statusKey: "api", statusAliases: ["delivery"], configSection: APIConfig.self,
         make: { SinkSlot<Forwarder, APISettings>(.api, context: $0) }, doctor: { APIDoctor.checks($0) },
         queue: { $0.api.url == nil ? nil : Spool.apiSink })
 }
@@ -36,14 +36,14 @@ extension SinkSlotKind where Running == Forwarder, Settings == APISettings {
     /// `api.concurrency` makes a new one (its worker threads are made at start), and any other change of the API
     /// settings or the token reaches the running one (`Forwarder.reload`).
     static let api = SinkSlotKind(
-        name: "forwarder", queue: Spool.apiSink, settings: { APISettings($0) },
+        name: "api", queue: Spool.apiSink, settings: { APISettings($0) },
         make: { settings, context in
             do {
                 try context.spool.registerSink(Spool.apiSink)
             } catch {
                 // A full disk at start: the queue registered by an earlier start (if any) still holds what goes.
                 context.logger.error(
-                    "delivery: cannot register the API's queue; delivering what it holds", [("error", "\(error)")])
+                    "api: cannot register the API's queue; delivering what it holds", [("error", "\(error)")])
             }
             let forwarder = Forwarder(
                 spool: context.spool, settings: settings, logger: context.logger,
@@ -56,9 +56,10 @@ extension SinkSlotKind where Running == Forwarder, Settings == APISettings {
             forwarder.reload(settings: new)
             return true
         },
-        started: { ("delivery started: scans go to the API", [("url", $0.url)]) },
-        replaced: { ("delivery restarted with the new api.concurrency", [("concurrency", "\($0.concurrency)")]) },
-        removed: "delivery stopped: no api.url; reads are not queued for the API (those queued stay until it is set)",
+        started: { ("api: delivery started: scans go to the API", [("url", $0.url)]) },
+        replaced: { ("api: delivery restarted with the new api.concurrency", [("concurrency", "\($0.concurrency)")]) },
+        removed:
+            "api: delivery stopped: no api.url; reads are not queued for the API (those queued stay until it is set)",
         // The start summary names the API already.
         announcesAtStart: false,
         status: { running, context in
@@ -75,6 +76,10 @@ extension SinkSlotKind where Running == Forwarder, Settings == APISettings {
         },
         metrics: { forwarder, _, _, metrics in
             let healthy: Double = forwarder.currentHealth == .healthy ? 1 : 0
-            metrics.add("plings_bridge_delivery_healthy", healthy, help: "1 while the API accepts scans")
+            metrics.add("plings_bridge_api_healthy", healthy, help: "1 while the API accepts scans")
+            // Its name before 0.3, kept for a release so that alerts written against it go on working.
+            metrics.add(
+                "plings_bridge_delivery_healthy", healthy,
+                help: "1 while the API accepts scans (the former name of plings_bridge_api_healthy, until 0.3)")
         })
 }

@@ -60,28 +60,31 @@ extension QueuedSinkVoice {
     /// The API's lines (docs/operations.md quotes them); `url` is the configured one at the time of the line.
     static func api(url: @escaping @Sendable () -> String) -> QueuedSinkVoice {
         QueuedSinkVoice(
-            prefix: "delivery", deliveredScan: "scan delivered",
+            prefix: "api: delivery", deliveredScan: "api: scan delivered",
             failing: {
-                ("delivery failing: scans stay pending and are retried with backoff", [("reason", $0), ("url", url())])
+                (
+                    "api: delivery failing: scans stay pending and are retried with backoff",
+                    [("reason", $0), ("url", url())]
+                )
             },
             resumed: { downFor, failedAttempts, afterPause in
                 afterPause
-                    ? ("delivery resumed: the API accepts the requests again", [])
+                    ? ("api: delivery resumed: the API accepts the requests again", [])
                     : (
-                        "delivery resumed: the API answers again",
+                        "api: delivery resumed: the API answers again",
                         [("downFor", String(format: "%.1fs", downFor)), ("failedAttempts", String(failedAttempts))]
                     )
             },
             paused: { outcome in
                 if case .redirected(let reason) = outcome {
                     return (
-                        "delivery paused: api.url redirects and redirects are not followed (the token would go "
+                        "api: delivery paused: api.url redirects and redirects are not followed (the token would go "
                             + "elsewhere); fix api.url and send SIGHUP (retrying in 5 min)",
                         [("reason", reason), ("url", url())]
                     )
                 }
                 return (
-                    "delivery paused: the API refused the token; fix it and send SIGHUP (retrying in 5 min)",
+                    "api: delivery paused: the API refused the token; fix it and send SIGHUP (retrying in 5 min)",
                     [("reason", outcome.reason ?? "")]
                 )
             },

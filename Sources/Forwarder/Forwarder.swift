@@ -11,7 +11,7 @@ import Spool
 /// drops a scan, one log line per change of health) with the API's transport and the API's words. `concurrency`
 /// workers, each with its own keep-alive HTTP client.
 public final class Forwarder: Service {
-    public let name = "forwarder"
+    public let name = "api"
     private let runner: QueuedSinkRunner
     private let transport: APITransport
 
@@ -30,7 +30,7 @@ public final class Forwarder: Service {
         let transport = APITransport(settings: settings, logger: logger)
         self.transport = transport
         runner = QueuedSinkRunner(
-            name: "forwarder", sink: Spool.apiSink, spool: spool, transport: transport, workers: settings.concurrency,
+            name: "api", sink: Spool.apiSink, spool: spool, transport: transport, workers: settings.concurrency,
             voice: .api(url: { transport.settings.url }), logger: logger,
             healthChanged: healthChanged, delivered: delivered)
     }

@@ -4,7 +4,7 @@ import Foundation
 /// `Service`): nothing runs until `start`, and `stop` finishes or abandons the part's work by a shared
 /// monotonic deadline. No part starts a thread in its initializer.
 public protocol Service: AnyObject, Sendable {
-    /// A short name for logs ("pipeline", "forwarder"...).
+    /// A short name for logs ("pipeline", "api"...).
     var name: String { get }
     /// Starts the part's threads. Called once.
     func start()

@@ -49,7 +49,7 @@ public struct QueuedSinkVoice: Sendable {
     public var refusedBatches: @Sendable (_ reason: String) -> Line
     /// The debug line for each scan delivered (its `id` follows).
     public var deliveredScan: String
-    /// The subject of the runner's other lines ("delivery", "webhook: delivery").
+    /// The subject of the runner's other lines ("api: delivery", "webhook: delivery").
     public var prefix: String
 
     public init(
@@ -160,7 +160,7 @@ public final class QueuedSinkRunner: Service {
         var sentAt: Double = 0
     }
 
-    /// The thread and log name ("forwarder", "webhook").
+    /// The thread and log name ("api", "webhook").
     public let name: String
     private let ledger: DeliveryLedger
     private let transport: any QueuedSinkTransport

@@ -109,8 +109,10 @@ extension SinkDoctorContext {
 public struct ScanSinkModule: Sendable {
     /// A short name for logs and the sink's thread names ("api", "mqtt").
     public let name: String
-    /// Its member of the `status` object ("delivery" for the API, as docs/contracts.md names it).
+    /// Its member of the `status` object (its name: "api", "mqtt").
     public let statusKey: String
+    /// Former names of that member, kept beside it for a release (docs/contracts.md, "Aliases").
+    public let statusAliases: [String]
     /// Its configuration section, registered with the loader; nil when its keys are core ones.
     public let configSection: (any ConfigSection.Type)?
     /// A new, unstarted sink.
@@ -123,13 +125,14 @@ public struct ScanSinkModule: Sendable {
     public let queue: @Sendable (BridgeConfig) -> String?
 
     public init(
-        name: String, statusKey: String, configSection: (any ConfigSection.Type)?,
+        name: String, statusKey: String, statusAliases: [String] = [], configSection: (any ConfigSection.Type)?,
         make: @escaping @Sendable (SinkContext) -> any ScanSink,
         doctor: @escaping @Sendable (SinkDoctorContext) -> [DoctorCheck],
         queue: @escaping @Sendable (BridgeConfig) -> String? = { _ in nil }
     ) {
         self.name = name
         self.statusKey = statusKey
+        self.statusAliases = statusAliases
         self.configSection = configSection
         self.make = make
         self.doctor = doctor

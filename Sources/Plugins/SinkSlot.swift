@@ -16,7 +16,7 @@ public protocol SlotSink: AnyObject, Sendable {
 /// One kind of sink as its slot makes, reloads, shows and removes it. Only what differs between sinks is here;
 /// the slot holds the rest (start, the reload decision, replacement, removal, the guarded current sink).
 public struct SinkSlotKind<Running: SlotSink, Settings: Sendable & Equatable>: Sendable {
-    /// The name the service group and the logs know it by ("forwarder", "mqtt", "webhook").
+    /// The name the service group and the logs know it by ("api", "mqtt", "webhook").
     public var name: String
     /// The spool queue no longer fed when the sink's section goes (nil: scans stay queued for it regardless).
     public var queue: String?

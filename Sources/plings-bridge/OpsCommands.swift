@@ -110,7 +110,7 @@ extension CLI {
             }
             show(line)
         }
-        // One line per registered sink ("delivery", "mqtt", ...): its state, where to, its backlog, the reason.
+        // One line per registered sink ("api", "mqtt", ...): its state, where to, its backlog, the reason.
         for key in SinkRegistry.modules.map(\.statusKey) {
             guard let sink = json[key], !sink.isNull else { continue }
             var line = "\(key): \(sink["state"]?.stringValue ?? "?")"

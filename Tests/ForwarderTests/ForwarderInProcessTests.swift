@@ -109,7 +109,7 @@ struct ForwarderInProcessTests {
     /// While failing, the probe the backoff let through is in flight and scans keep being committed: the
     /// coordinator waits for the probe's outcome instead of looking again at each commit's wake-up. It once spun
     /// through the whole probe (4 s of CPU in the soak, behind a slow API). The measure is the kernel's count of
-    /// the CPU time of the coordinator thread ("forwarder"), over the probe: a wait uses none of it.
+    /// the CPU time of the coordinator thread ("api"), over the probe: a wait uses none of it.
     @Test func aProbeInFlightIsAwaitedWithoutSpinning() throws {
         let rig = try Rig(scans: ["Sa"])
         defer { rig.teardown() }
@@ -121,13 +121,13 @@ struct ForwarderInProcessTests {
         // The second request is the backoff's probe: in flight from its arrival until the timeout.
         #expect(try rig.api.requests(min: 2, wait: 15).count >= 2)
         let outcomes = rig.recorded.withLock { $0 }
-        let before = CPUTime.ticks(ofThreadsNamed: "forwarder")
+        let before = CPUTime.ticks(ofThreadsNamed: "api")
         for identifier in ["Sb", "Sc", "Sd"] {
             try rig.commit(identifier)
             forwarder.wake()
         }
         #expect(rig.recorded.wait(until: MonotonicClock.deadline(after: 15)) { $0 > outcomes })
-        let used = CPUTime.ticks(ofThreadsNamed: "forwarder") - before
+        let used = CPUTime.ticks(ofThreadsNamed: "api") - before
         // The probe was in flight for most of its 3 s timeout; spinning used about all of it (~250 ticks).
         #expect(used < 20, "the coordinator used \(used) clock ticks while the probe was in flight")
         #expect(forwarder.currentHealth != .healthy)

@@ -401,7 +401,7 @@ struct ForwarderTests {
                 let status = try? ProcessRunner.run(
                     binary, ["status", "--json", "--config", s.config, "--spool", s.spoolPath],
                     environment: s.environment())
-                delivery = (try? JSONParser.parse(status?.stdout.trimmingASCIIWhitespace() ?? ""))?["delivery"]
+                delivery = (try? JSONParser.parse(status?.stdout.trimmingASCIIWhitespace() ?? ""))?["api"]
                 return delivery?["state"] == .string("paused")
             })
         #expect(delivery?["reason"]?.stringValue?.contains("elsewhere.example") == true)

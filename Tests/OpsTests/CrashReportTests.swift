@@ -79,13 +79,13 @@ import Testing
     @Test func eachWorkerThatEndsOnItsOwnStopsTheServiceNamingIt() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        // Nothing answers on port 9, and no port is /dev/ttyNONE: the forwarder, the broker client, the webhook and
+        // Nothing answers on port 9, and no port is /dev/ttyNONE: the API's sink, the broker client, the webhook and
         // the serial source start their threads all the same.
         let config = try WorkerEndTests.config(dir, brokerPort: 9)
         let workers = [
             "pipeline", "spool-watch", "status", "retention", "spool-check", "gpsd", "hid-reader", "hidpos-reader",
             "serial-reader",
-            "nfc-pcsc", "nfc-feedback", "forwarder", "forwarder-0", "mqtt", "mqtt-network", "webhook", "http-feed",
+            "nfc-pcsc", "nfc-feedback", "api", "api-0", "mqtt", "mqtt-network", "webhook", "http-feed",
             "http-retry",
         ]
         let results = WorkerEndTests.runEach(workers, config: config, dir: dir) { worker in
@@ -158,7 +158,7 @@ import Testing
         defer { dir.remove() }
         let config = try WorkerEndTests.config(dir, brokerPort: 9)
         let workers = [
-            "pipeline", "status", "forwarder", "forwarder-0", "mqtt", "mqtt-network", "webhook", "http-feed",
+            "pipeline", "status", "api", "api-0", "mqtt", "mqtt-network", "webhook", "http-feed",
             "http-retry", "spool-watch", "hid-reader", "hidpos-reader", "serial-reader", "nfc-pcsc", "gpsd",
         ]
         // The watchdog's pings go nowhere here (no socket at that path): the exit and its line are what count.

@@ -78,7 +78,9 @@ struct OpsTests {
             _ = notify.receive(timeout: 0.25)  // a bounded pause that also drains notify messages
         }
         #expect(status?["pid"]?.intValue == Int(bridge.process.processIdentifier))
-        #expect(status?["delivery"]?["state"] == .string("local spool only"))
+        #expect(status?["api"]?["state"] == .string("local spool only"))
+        // The member's former name, beside it for a release (docs/contracts.md, "Aliases").
+        #expect(status?["delivery"] == status?["api"])
         let metrics = (try? String(contentsOfFile: dir.file("plings.prom"), encoding: .utf8)) ?? ""
         #expect(metrics.contains("plings_bridge_up 1"))
         #expect(metrics.contains(#"plings_bridge_spool_scans{state="pending"}"#))
