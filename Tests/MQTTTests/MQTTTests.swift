@@ -1,6 +1,7 @@
 import BridgeCore
 import BridgeTestSupport
 import Foundation
+import Platform
 import Spool
 import Testing
 
@@ -250,38 +251,48 @@ struct MQTTTests {
 
     /// A reload with unchanged settings ends the reconnect backoff (docs/operations.md, "Reload"): the operator fixed
     /// the broker and says so, and the bridge connects at once instead of at the end of a wait of up to 30 s.
+    ///
+    /// The broker's port first takes each connection attempt and drops it, so the test sees every attempt instead of
+    /// guessing them from the clock (a guess that failed in CI whenever an attempt's own time moved the schedule).
+    /// Waits are 1 s doubling to 30 s (`MQTTSink.maxReconnectDelay`), each 3/4 to all of it: once two attempts are
+    /// 11 s or more apart, the wait was 16 s, so the next one is 30 s and comes 22.5 s after the last attempt at the
+    /// earliest. The broker returns then and the reload follows: only the reload can connect before that.
     @Test func aReloadEndsTheReconnectBackoffAtOnce() throws {
         let (broker, subscriber) = try brokerDownWithWaitingSubscriber()
         defer { subscriber.stop() }
         let s = try setup(mqtt: plain(broker))
         defer { s.dir.remove() }
         _ = try spoolBacklog(s, identifiers: ["Ra", "Rb"], perIdentifier: 2)
+        let port = try ListeningSocket(port: broker.port, reading: true)
         let bridge = try startBridge(s)
         defer { bridge.stop() }
         #expect(bridge.waitForLogLine(timeout: 10) { $0.contains("mqtt: cannot publish") } != nil)
-        // Reconnects 1 s doubling to 30 s (MQTTSink.maxReconnectDelay), each wait 3/4 to all of it: after the first
-        // failure, attempts by 1, 3, 7, 15 and 31 s; the next not before 45.75 s (23.25 + 3/4 of 30). The broker
-        // returns late in that widest gap, so only the reload can connect before its end. Each failed attempt's own
-        // time adds to the waits: under ThreadSanitizer and a parallel suite the fifth came after 32 s (once) and
-        // after 38 s (once, in CI on 2026-12-07), and connected by itself before the reload. The same delays push the
-        // sixth later still, so the broker now returns at 42 s.
-        // (Counted from when this test saw the first failure's line, at or after it: the real gap is only later.)
-        usleep(42_000_000)
+        // The bridge's attempts: their MQTT CONNECT names its client (the subscriber here retries every second).
+        let client = Array("plings-bridge".utf8)
+        func attempts() -> [Double] {
+            port.connections().filter { connection in
+                connection.first.indices.contains { connection.first[$0...].starts(with: client) }
+            }.map(\.at)
+        }
+        let widened = eventually(timeout: 120) {
+            let times = attempts()
+            return times.count >= 2 && times[times.count - 1] - times[times.count - 2] >= 11
+        }
+        port.close()
+        let lastAttempt = attempts().last ?? 0
+        #expect(widened, "attempts at \(attempts()), first bytes \(port.connections().prefix(3).map(\.first))")
         try broker.start()
         bridge.signal(SIGHUP)
-        let connected = bridge.waitForLogLine(timeout: 10) { $0.contains("mqtt: connected; publishing") }
-        #expect(connected != nil, "no connection within 10 s of the reload")
-        // The proof that the reload connected: it found the sink waiting out its backoff (`MQTTSink.resume` logs
-        // this line only then, and ends the wait), and the connection came after it. A slow reload under
-        // ThreadSanitizer may take until past 45.75 s, so the time alone no longer tells.
+        let connected = bridge.waitForLogLine(timeout: 20) { $0.contains("mqtt: connected; publishing") }
+        let connectedAt = MonotonicClock.now()
+        #expect(connected != nil, "no connection within 20 s of the reload")
+        #expect(connectedAt < lastAttempt + 22.5, "connected \(connectedAt - lastAttempt) s after the last attempt")
+        // The reload found the sink waiting out its backoff (`MQTTSink.resume` logs this line only then, and ends
+        // the wait), and the connection came after it.
         let log = bridge.stderrText
         let reloaded = log.range(of: "mqtt: configuration reloaded; connecting again now")
         let first = log.range(of: "mqtt: connected; publishing")
-        // The reload's effect is checked by the normal run; under ThreadSanitizer the gap is no premise, only a hang
-        // guard (`Products.timeScale`): instrumented, the fifth attempt came after 38 s and after 42 s too.
-        if Products.timeScale == 1 {
-            #expect(reloaded != nil && first != nil && reloaded!.lowerBound < first!.lowerBound, "\(log)")
-        }
+        #expect(reloaded != nil && first != nil && reloaded!.lowerBound < first!.lowerBound, "\(log)")
         #expect(eventually(timeout: 10) { (try? sinkPending(s)) == 0 })
         bridge.signal(SIGTERM)
         #expect(bridge.waitForExit(timeout: 5) == 0)
