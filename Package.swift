@@ -144,7 +144,7 @@ let package = Package(
         .testTarget(name: "HIDPOSTests", dependencies: ["HIDPOS", "BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
             name: "ForwarderTests",
-            dependencies: ["BridgeCore", "BridgeTestSupport", "Forwarder", "Logging", "Platform", "Spool"]),
+            dependencies: ["BridgeCore", "BridgeTestSupport", "Forwarder", "Logging", "Platform", "Plugins", "Spool"]),
         .testTarget(
             name: "MQTTTests",
             dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "MQTT", "Platform", "Spool"]),

@@ -298,11 +298,9 @@ public final class BridgeService: Sendable {
                 ("delivered", String(counts[.delivered] ?? 0)), ("dead", String(counts[.dead] ?? 0)),
                 ("unrecognized", String(counts[.unrecognized] ?? 0)),
             ])
-        if let url = config.api.url {
-            logger.info(
-                "scans go to the API", [("url", url), ("concurrency", String(config.api.concurrency))])
-        } else {
-            logger.info("scans go to the local spool only (no api.url configured)")
+        // Each sink says it starts; with none, the spool is where scans go (docs/contracts.md, `kept`).
+        if SinkRegistry.modules.allSatisfy({ $0.queue(config) == nil }) {
+            logger.info("no sink is configured: scans are kept in the spool (the spool is their destination)")
         }
         logger.info("location", [("state", BridgeService.describeLocation(config))])
         for (kind, state) in sources.summaries { logger.info("source \(kind)", [("state", state)]) }

@@ -2,19 +2,20 @@ import BridgeCore
 import Forwarder
 import HTTPTransport
 import Logging
+import Plugins
 import Spool
 
-/// The `scan` command's delivery: one attempt through the forwarder's own path (`Forwarder.deliverOnce`),
+/// The `scan` command's delivery: one attempt through the API sink's own path (`QueuedSink.deliverOnce`),
 /// recorded in the spool exactly as the service would; this adds the lines a person running `scan` reads.
 public enum OneShotDelivery {
     /// `scan`'s single delivery attempt (docs/contracts.md, "Delivery order"): only when no earlier scan of the
     /// identifier is pending, else the scan is left to `run` so capture order holds.
     public static func deliver(scanID: String, spool: Spool, api: APISettings, logger: Logger) {
-        switch Forwarder.deliverOnce(scanID: scanID, spool: spool, settings: api, logger: logger) {
+        switch QueuedSink.deliverOnce(.api, scanID: scanID, settings: api, spool: spool, logger: logger) {
         case .notHead:
             logger.info(
                 "an earlier scan of this identifier is pending: delivery is left to the service", [("id", scanID)])
-        case .noClient, .sent(nil), .sent(.dead?):
+        case .noConnection, .sent(nil), .sent(.dead?):
             break
         case .sent(.delivered?):
             logger.info("scan delivered", [("id", scanID)])

@@ -80,7 +80,7 @@ public struct Settings: Sendable {
         return (spoolPath as NSString).deletingLastPathComponent + "/status.json"
     }
 
-    /// The forwarder's settings, or nil when no API is configured (local spool only).
+    /// The API sink's settings, or nil when no API is configured.
     public func apiSettings(token: String?) -> APISettings? {
         APISettings(SinkConfiguration(config: config, apiToken: token))
     }

@@ -1,7 +1,7 @@
 import BridgeCore
 import Foundation
 
-/// `api`: where and how scans are delivered (docs/configuration.md, "`api`"). No `url` means "local spool only".
+/// `api`: where and how scans are delivered (docs/configuration.md, "`api`"). No `url`: no API sink.
 public struct APIConfig: ConfigSection {
     public var url: String?
     public var tokenFile: String?

@@ -6,22 +6,18 @@ import Platform
 import Plugins
 import Spool
 
-/// The API's side of the runner: a keep-alive HTTP client per worker, each request built from the settings of
-/// the moment (a reload reaches the next request).
-final class APITransport: QueuedSinkTransport {
-    private let current: Mutex<APISettings>
-    private let logger: Logger
+/// The API's side of the runner (docs/contracts.md, "HTTP request"): a keep-alive HTTP client per worker, each
+/// request built from the settings of the moment (a reload reaches the next request).
+struct APITransport: QueuedSinkTransport {
+    let current: @Sendable () -> APISettings
+    let logger: Logger
 
-    init(settings: APISettings, logger: Logger) {
-        current = Mutex(settings)
-        self.logger = logger
-    }
-
-    var settings: APISettings { current.withLock { $0 } }
-    func update(_ settings: APISettings) { current.withLock { $0 = settings } }
+    var settings: APISettings { current() }
 
     var batchSize: Int { settings.batchTemplate == nil ? 1 : settings.batchSize }
-    var lease: Double { Forwarder.lease(settings) }
+    /// How long a claimed scan is reserved: the request timeout plus a margin. If this process dies, another
+    /// `run` sends the scan again after this long (the idempotency key makes the repeat harmless).
+    var lease: Double { settings.timeout + 5 }
 
     func connect() -> (any QueuedSinkConnection)? {
         guard let client = HTTPClient() else {

@@ -149,8 +149,7 @@ enum BenchPage {
           const lines = [];
           // A line per configured sink, with what it still owes; none configured: the spool is the destination.
           const sink = (name, entry, up) => item(name + ": " + entry.state + ", " + (entry.pending || 0) + " waiting" + (entry.reason ? " (" + entry.reason + ")" : ""), up);
-          const toAPI = status.api || status.delivery;
-          if (toAPI && toAPI.state !== "local spool only") lines.push(sink("API", toAPI, toAPI.state === "delivering"));
+          if (status.api) lines.push(sink("API", status.api, status.api.state === "delivering"));
           if (status.mqtt) lines.push(sink("MQTT", status.mqtt, status.mqtt.state === "publishing"));
           if (status.webhook) lines.push(sink("Webhook", status.webhook, status.webhook.state === "delivering"));
           if (!lines.length) lines.push(item("No sink configured: reads are kept in the spool (" + (counts.kept || 0) + " kept)"));

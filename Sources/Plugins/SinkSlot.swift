@@ -5,7 +5,7 @@ import Platform
 import Spool
 
 /// What a slot runs: a sink made for one set of settings, already started, woken after commits, stopped by a
-/// deadline. `QueuedSinkRunner`, the API's `Forwarder` and `MQTTSink` are such sinks.
+/// deadline. `QueuedSink` (the API, the webhook) and `MQTTSink` are such sinks.
 public protocol SlotSink: AnyObject, Sendable {
     /// Scans were committed: look at the spool again. Never blocks.
     func wake()
@@ -34,8 +34,6 @@ public struct SinkSlotKind<Running: SlotSink, Settings: Sendable & Equatable>: S
     public var replaced: (@Sendable (Settings) -> (String, [(String, String)]))?
     /// Logged when the section goes and a sink was running or its queue was still fed.
     public var removed: String
-    /// Whether the start line is logged at the service's start too (false where the start summary says it).
-    public var announcesAtStart: Bool
     /// A limit on the sink's share of the service's stop deadline (seconds), so a silent peer never takes the
     /// time the other sinks' last deliveries need.
     public var stopWithin: Double?
@@ -50,7 +48,7 @@ public struct SinkSlotKind<Running: SlotSink, Settings: Sendable & Equatable>: S
         reload: @escaping @Sendable (Running, Settings, Settings) -> Bool,
         started: @escaping @Sendable (Settings) -> (String, [(String, String)]),
         replaced: (@Sendable (Settings) -> (String, [(String, String)]))? = nil, removed: String,
-        announcesAtStart: Bool = true, stopWithin: Double? = nil,
+        stopWithin: Double? = nil,
         status: @escaping @Sendable ((sink: Running, settings: Settings)?, SinkContext) -> JSONValue,
         metrics: @escaping @Sendable (Running, Settings, SinkContext, inout MetricsText) -> Void
     ) {
@@ -62,7 +60,6 @@ public struct SinkSlotKind<Running: SlotSink, Settings: Sendable & Equatable>: S
         self.started = started
         self.replaced = replaced
         self.removed = removed
-        self.announcesAtStart = announcesAtStart
         self.stopWithin = stopWithin
         self.status = status
         self.metrics = metrics
@@ -96,7 +93,7 @@ public final class SinkSlot<Running: SlotSink, Settings: Sendable & Equatable>: 
 
     public func start() {
         started.withLock { $0 = true }
-        apply(context.configuration, atStart: true)
+        apply(context.configuration)
     }
 
     public func stop(deadline: Double) {
@@ -111,9 +108,7 @@ public final class SinkSlot<Running: SlotSink, Settings: Sendable & Equatable>: 
 
     public func wake() { current.withLock { $0 }?.sink.wake() }
 
-    public func apply(_ configuration: SinkConfiguration) { apply(configuration, atStart: false) }
-
-    private func apply(_ configuration: SinkConfiguration, atStart: Bool) {
+    public func apply(_ configuration: SinkConfiguration) {
         guard started.withLock({ $0 }) else { return }
         let logger = context.logger
         let settings: Settings?
@@ -142,7 +137,7 @@ public final class SinkSlot<Running: SlotSink, Settings: Sendable & Equatable>: 
         guard let sink = kind.make(settings, context) else { return }
         current.withLock { $0 = Current(sink: sink, settings: settings) }
         let (line, fields) = (previous == nil ? kind.started : kind.replaced ?? kind.started)(settings)
-        if !atStart || kind.announcesAtStart { logger.info(line, fields) }
+        logger.info(line, fields)
     }
 
     public var statusEntry: JSONValue { kind.status(running, context) }

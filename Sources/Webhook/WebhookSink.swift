@@ -11,7 +11,7 @@ extension ScanSinkModule {
     /// capture order per identifier, at least once (docs/contracts.md, "Webhook request").
     public static let webhook = ScanSinkModule(
         name: "webhook", statusKey: "webhook", configSection: WebhookConfig.self,
-        make: { SinkSlot<QueuedSinkRunner, WebhookSettings>(.queued(.webhook), context: $0) },
+        make: { SinkSlot<QueuedSink<WebhookSettings>, WebhookSettings>(.queued(.webhook), context: $0) },
         doctor: { [WebhookTransport.doctor($0)] },
         queue: { $0.webhook.url == nil ? nil : QueuedSinkKind.webhook.name })
 }
@@ -20,28 +20,25 @@ extension QueuedSinkKind<WebhookSettings> {
     static let webhook = QueuedSinkKind(
         name: "webhook",
         settings: { configuration throws(ConfigError) in try WebhookConfig.settings(configuration.config) },
-        describe: { [("url", $0.url)] },
-        transport: { settings, logger in
-            [settings.token, settings.secret].compactMap { $0 }.forEach(logger.addSecret)
-            return WebhookTransport(settings: settings, logger: logger)
-        })
+        describe: { [("url", $0.url)] }, secrets: { [$0.token, $0.secret].compactMap { $0 } },
+        transport: { current, logger in WebhookTransport(current: current, logger: logger) })
 }
 
 /// The webhook's side of the runner: its batch size and lease, a connection per worker, and what a request holds and
-/// an answer means.
+/// an answer means, under the settings of the moment (a reload reaches the next request).
 struct WebhookTransport: QueuedSinkTransport {
-    let settings: WebhookSettings
+    let current: @Sendable () -> WebhookSettings
     let logger: Logger
 
-    var batchSize: Int { settings.batchSize }
-    var lease: Double { settings.timeout + 5 }
+    var batchSize: Int { current().batchSize }
+    var lease: Double { current().timeout + 5 }
 
     func connect() -> (any QueuedSinkConnection)? {
         guard let client = HTTPClient() else {
             logger.error("webhook: cannot create an HTTP client (libcurl)")
             return nil
         }
-        return WebhookConnection(settings: settings, client: client)
+        return WebhookConnection(current: current, client: client)
     }
 
     /// The body (one read's object when `batchSize` is 1, else a JSON array; the read without its delivery state,
@@ -129,12 +126,13 @@ func hex(_ bytes: [UInt8]) -> String { bytes.map { String(format: "%02x", $0) }.
 
 /// One worker's keep-alive client: one request per batch, one at a time.
 struct WebhookConnection: QueuedSinkConnection {
-    let settings: WebhookSettings
+    let current: @Sendable () -> WebhookSettings
     let client: HTTPClient
 
     func cancel() { client.cancel() }
 
     func deliver(_ batch: DeliveryBatch) -> QueuedAnswer? {
+        let settings = current()
         let request = WebhookTransport.request(batch.records, settings: settings)
         do {
             let response = try client.post(

@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import Spool
 import Platform
+import Plugins
 
 /// Drain throughput of a spooled backlog against the API stand-in, against a baseline client doing the same
 /// POSTs as fast as it can (Tests/Rigs/api_baseline_client.py) with the same concurrency, in one run: with the
@@ -170,7 +171,9 @@ enum DrainBenchmark {
         let settings = APISettings(
             url: url, token: "bench-token", document: GraphQLRequestBody.defaultDocument, timeout: 10,
             concurrency: concurrency, batchSize: batchSize, allowInsecureHTTP: true, userAgent: BridgeVersion.userAgent)
-        let forwarder = Forwarder(spool: spool, settings: settings, logger: Logger(minimum: .error))
+        guard let forwarder = QueuedSink(.api, settings: settings, spool: spool, logger: Logger(minimum: .error)) else {
+            return DrainResult(rate: 0, seconds: 0, rssGrowthMB: 0)
+        }
         let start = MonotonicClock.now()
         forwarder.start()
         var rssAfterWarmup: Double?

@@ -111,14 +111,19 @@ extension CLI {
             show(line)
         }
         // One line per registered sink ("api", "mqtt", ...): its state, where to, its backlog, the reason.
+        var sinks = 0
         for key in SinkRegistry.modules.map(\.statusKey) {
             guard let sink = json[key], !sink.isNull else { continue }
             var line = "\(key): \(sink["state"]?.stringValue ?? "?")"
             if let broker = sink["broker"]?.stringValue { line += " to \(broker)" }
-            if let pending = sink["pending"]?.intValue { line += ", \(pending) pending" }
+            if let pending = sink["pending"]?.intValue {
+                sinks += 1  // a sink with a queue: scans go somewhere
+                line += ", \(pending) pending"
+            }
             if let reason = sink["reason"]?.stringValue { line += " (\(reason))" }
             show(line)
         }
+        if sinks == 0 { show("no sink delivers scans: they are kept in the spool") }
         if case .array(let sources)? = json["sources"] {
             for source in sources {
                 show("source \(source["kind"]?.stringValue ?? "?"): \(source["state"]?.stringValue ?? "?")")

@@ -18,11 +18,11 @@ struct WebhookEndToEndTests {
         var spoolPath: String { dir.file("spool.sqlite") }
         var environment: [String: String] { Products.isolatedEnvironment(home: dir.path) }
 
-        init(batchSize: Int = 1, timeout: Double = 1) throws {
+        init(batchSize: Int = 1, timeout: Double = 1, tokenFile: String? = nil) throws {
             receiver = try WebhookReceiver()
             config = dir.file("config.json")
             try """
-            {"webhook": {"url": "\(receiver.url)", "tokenFile": "\(receiver.tokenFile)",
+            {"webhook": {"url": "\(receiver.url)", "tokenFile": "\(tokenFile ?? receiver.tokenFile)",
                          "secretFile": "\(receiver.secretFile)", "timeout": \(timeout), "batchSize": \(batchSize)},
              "nfc": {"enabled": false}, "hid": {"enabled": false}, "location": {"enabled": false}}
             """.write(toFile: config, atomically: true, encoding: .utf8)
@@ -162,6 +162,36 @@ struct WebhookEndToEndTests {
         let purged = try cli(["spool", "purge", "--delivered", "--older-than", "0"])
         #expect(purged.stdout.contains("purged \(recognized) delivered scan(s)"), "\(purged.stdout) \(purged.stderr)")
         #expect(try Spool(path: rig.spoolPath).list().map(\.id) == unrecognized)
+    }
+
+    /// Issue 56: a reload that changes the token reaches the running sink in place (no new runner, no restart
+    /// line): the receiver refuses the first token (401: a pause), the operator writes the right one and sends
+    /// SIGHUP, and the pause ends at once with every scan taken under the new token.
+    @Test func aNewTokenReachesTheRunningSinkWithoutARestart() throws {
+        let dir = TemporaryDirectory("webhook-token")
+        defer { dir.remove() }
+        let tokenFile = dir.file("token")
+        try "not-the-receivers-token\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        chmod(tokenFile, 0o600)
+        let rig = try Rig(tokenFile: tokenFile)
+        defer { rig.teardown() }
+        let bridge = try rig.startBridge()
+        defer { bridge.stop() }
+        let ids = try rig.commit(3, tag: "Tok", identifiers: 3)
+        #expect(bridge.waitForLogLine(timeout: 15, where: { $0.contains("webhook: delivery paused") }) != nil)
+        #expect(try rig.receiver.taken().isEmpty)
+
+        try "\(rig.receiver.token)\n".write(toFile: tokenFile, atomically: true, encoding: .utf8)
+        chmod(tokenFile, 0o600)
+        bridge.signal(SIGHUP)
+        #expect(bridge.waitForLogLine(timeout: 15, where: { $0.contains("resumed: configuration reloaded") }) != nil)
+        #expect(try rig.awaitTaken(ids, timeout: 15))
+        let taken = try rig.receiver.requests().filter { $0.error == nil }
+        #expect(!taken.isEmpty && taken.allSatisfy { $0.signature == true })
+        // One sink the whole time: started once, never replaced or stopped.
+        let started = bridge.stderrText.components(separatedBy: "scans also go to the webhook").count - 1
+        #expect(started == 1, "\(bridge.stderrText)")
+        #expect(!bridge.stderrText.contains(rig.receiver.token), "a token reached the log")
     }
 
     /// Batches: an array per request under the key of its ids; a batch the receiver refuses as too large goes

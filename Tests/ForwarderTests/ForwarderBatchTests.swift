@@ -3,6 +3,7 @@ import BridgeTestSupport
 import Forwarder
 import Foundation
 import Logging
+import Plugins
 import Platform
 import Spool
 import Testing
@@ -45,11 +46,15 @@ struct ForwarderBatchTests {
                 concurrency: 2, batchSize: batchSize, allowInsecureHTTP: true, userAgent: "plings-bridge-test")
         }
 
-        func forwarder(batchSize: Int = 25) -> Forwarder {
+        func forwarder(batchSize: Int = 25) throws -> QueuedSink<APISettings> {
             let recorded = self.recorded
-            return Forwarder(
-                spool: spool, settings: settings(batchSize: batchSize), logger: Logger(minimum: .info, fd: logFD),
-                delivered: { recorded.update { $0 += 1 } })
+            guard
+                let sink = QueuedSink(
+                    .api, settings: settings(batchSize: batchSize), spool: spool,
+                    logger: Logger(minimum: .info, fd: logFD),
+                    delivered: { recorded.update { $0 += 1 } })
+            else { throw RigError("no HTTP client for the API sink") }
+            return sink
         }
 
         func count(_ state: ScanState) -> Int { (try? spool.stats().counts[state]) ?? 0 }
@@ -84,7 +89,7 @@ struct ForwarderBatchTests {
         defer { rig.teardown() }
         try rig.api.setFieldFault(identifier: "Bxc", code: "BAD_USER_INPUT", count: 1)
         try rig.api.setFieldFault(identifier: "Bxg", code: "INTERNAL_SERVER_ERROR", count: 1)
-        let forwarder = rig.forwarder()
+        let forwarder = try rig.forwarder()
         forwarder.start()
         defer { forwarder.stop(timeout: 3) }
         #expect(rig.awaitDrained(timeout: 30))
@@ -127,7 +132,7 @@ struct ForwarderBatchTests {
         let rig = try Rig(identifiers: ["Dr1", "Dr2", "Dr3", "Dr4", "Dr5"])
         defer { rig.teardown() }
         try rig.api.setMode("drop", ["count": 1])
-        let forwarder = rig.forwarder()
+        let forwarder = try rig.forwarder()
         forwarder.start()
         defer { forwarder.stop(timeout: 3) }
         #expect(rig.awaitDrained(timeout: 30))
@@ -152,7 +157,7 @@ struct ForwarderBatchTests {
         let rig = try Rig(identifiers: (1...6).map { "Rf\($0)" })
         defer { rig.teardown() }
         try rig.api.setAliasLimit(1)
-        let forwarder = rig.forwarder()
+        let forwarder = try rig.forwarder()
         forwarder.start()
         defer { forwarder.stop(timeout: 3) }
         #expect(rig.awaitDrained(timeout: 30))
@@ -164,7 +169,7 @@ struct ForwarderBatchTests {
         #expect(forwarder.currentHealth == .healthy)
         // The API lifts its limit and the configuration is reloaded: batches again.
         try rig.api.setAliasLimit(nil)
-        forwarder.reload(settings: rig.settings())
+        #expect(forwarder.update(rig.settings()))
         let builder = ScanBuilder(parser: PlingsURLParser())
         try rig.spool.insert(
             (1...4).map {

@@ -3,6 +3,7 @@ import BridgeTestSupport
 import Forwarder
 import Foundation
 import Logging
+import Plugins
 import Platform
 import Spool
 import Testing
@@ -32,11 +33,14 @@ struct ForwarderInProcessTests {
                 concurrency: 1, allowInsecureHTTP: true, userAgent: "plings-bridge-test")
         }
 
-        func forwarder(timeout: Double = 5) -> Forwarder {
+        func forwarder(timeout: Double = 5) throws -> QueuedSink<APISettings> {
             let (changes, recorded) = (self.changes, self.recorded)
-            return Forwarder(
-                spool: spool, settings: settings(timeout: timeout), logger: Logger(minimum: .error),
-                healthChanged: { changes.update { $0 += 1 } }, delivered: { recorded.update { $0 += 1 } })
+            guard
+                let sink = QueuedSink(
+                    .api, settings: settings(timeout: timeout), spool: spool, logger: Logger(minimum: .error),
+                    healthChanged: { changes.update { $0 += 1 } }, delivered: { recorded.update { $0 += 1 } })
+            else { throw RigError("no HTTP client for the API sink") }
+            return sink
         }
 
         /// Commits one more scan, as the pipeline does.
@@ -71,7 +75,7 @@ struct ForwarderInProcessTests {
         let rig = try Rig(scans: ["Fa", "Fb", "Fc"])
         defer { rig.teardown() }
         try rig.api.setMode("503", ["count": 2])
-        let forwarder = rig.forwarder()
+        let forwarder = try rig.forwarder()
         forwarder.start()
         defer { forwarder.stop(timeout: 3) }
         #expect(rig.changes.wait(until: MonotonicClock.deadline(after: 10)) { $0 >= 2 })
@@ -88,7 +92,7 @@ struct ForwarderInProcessTests {
         let rig = try Rig(scans: ["Pa", "Pb"])
         defer { rig.teardown() }
         try rig.api.setMode("401")
-        let forwarder = rig.forwarder()
+        let forwarder = try rig.forwarder()
         forwarder.start()
         defer { forwarder.stop(timeout: 3) }
         #expect(rig.changes.wait(until: MonotonicClock.deadline(after: 10)) { $0 >= 1 })
@@ -100,7 +104,7 @@ struct ForwarderInProcessTests {
         // Paused: the one refused request and no other.
         #expect(try rig.api.requests(min: 2, wait: 1).count == 1)
         try rig.api.setMode("ok")
-        forwarder.reload(settings: rig.settings())
+        #expect(forwarder.update(rig.settings()))
         #expect(rig.changes.withLock { $0 } == 2)
         #expect(rig.awaitDelivered(2, timeout: 10))
         #expect(forwarder.currentHealth == .healthy)
@@ -115,7 +119,7 @@ struct ForwarderInProcessTests {
         defer { rig.teardown() }
         // Every answer comes 5 s late, after the 3 s timeout: the first attempt fails, so does the probe.
         try rig.api.setMode("slow", ["delay": 5])
-        let forwarder = rig.forwarder(timeout: 3)
+        let forwarder = try rig.forwarder(timeout: 3)
         forwarder.start()
         defer { forwarder.stop(timeout: 3) }
         // The second request is the backoff's probe: in flight from its arrival until the timeout.
