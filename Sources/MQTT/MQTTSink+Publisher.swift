@@ -73,7 +73,7 @@ extension MQTTSink {
             }
             switch step {
             case .stop:
-                try? spool.markSinkDelivered(MQTTSink.sinkName, seqs: toRecord, now: Date())
+                try? spool.ledger(MQTTSink.sinkName).recordAcknowledged(seqs: toRecord, now: Date())
                 recordHealth()
                 state.update {
                     $0.publisherRunning = false
@@ -82,7 +82,7 @@ extension MQTTSink {
                 return
             case .record(let seqs):
                 do {
-                    try spool.markSinkDelivered(MQTTSink.sinkName, seqs: seqs, now: now)
+                    try spool.ledger(MQTTSink.sinkName).recordAcknowledged(seqs: seqs, now: now)
                     delivered()
                     if recordFailing {
                         recordFailing = false
@@ -113,14 +113,14 @@ extension MQTTSink {
                     // the spool: never read twice.
                     let owed = state.withLock { Set($0.inFlight.values) }.union(toRecord)
                     var start = after
-                    var read = try spool.pendingForSink(MQTTSink.sinkName, afterSeq: start, limit: 500)
+                    var read = try spool.ledger(MQTTSink.sinkName).pending(afterSeq: start, limit: 500)
                     if read.allSatisfy({ owed.contains($0.seq) }), after > 0 {
                         // Caught up. A scan owed below the cursor that is neither (revived by `spool retry`, copied
                         // back by a salvage) is read from its place; one more small read, only when caught up.
-                        let low = try spool.pendingForSink(MQTTSink.sinkName, afterSeq: 0, limit: owed.count + 1)
+                        let low = try spool.ledger(MQTTSink.sinkName).pending(afterSeq: 0, limit: owed.count + 1)
                         if let revived = low.first(where: { !owed.contains($0.seq) && $0.seq <= after }) {
                             start = revived.seq - 1
-                            read = try spool.pendingForSink(MQTTSink.sinkName, afterSeq: start, limit: 500)
+                            read = try spool.ledger(MQTTSink.sinkName).pending(afterSeq: start, limit: 500)
                         }
                     }
                     let page = read.filter { !owed.contains($0.seq) }
@@ -178,7 +178,7 @@ extension MQTTSink {
             } else if MQTTClient.isOversize(rc) {
                 let reason = "scan \(item.record.id) is larger than the broker accepts (\(payload.count) bytes)"
                 logger.error("mqtt: scan not publishable; kept in the spool as refused", [("reason", reason)])
-                try? spool.markSinkRefused(MQTTSink.sinkName, seq: item.seq, reason: reason, now: now)
+                try? spool.ledger(MQTTSink.sinkName).recordRefused(seq: item.seq, reason: reason, now: now)
             } else {
                 failure = rc
                 break

@@ -203,7 +203,7 @@ public final class MQTTSink: Sendable {
         let now = Date()
         var acknowledged: [Int] = []
         state.withLock { takeAcks(&$0, into: &acknowledged, now: now) }
-        try? spool.markSinkDelivered(MQTTSink.sinkName, seqs: acknowledged, now: now)
+        try? spool.ledger(MQTTSink.sinkName).recordAcknowledged(seqs: acknowledged, now: now)
         recordHealth()
         client.disconnect()
         state.wait(until: deadline) { !$0.networkRunning }
@@ -235,7 +235,7 @@ public final class MQTTSink: Sendable {
             }
             guard let noted else { return false }
             writes += 1
-            try? spool.recordSinkError(MQTTSink.sinkName, noted.reason, now: noted.at)
+            try? spool.ledger(MQTTSink.sinkName).recordProblem(noted.reason, now: noted.at)
             return true
         }
         if recorded { healthChanged() }

@@ -8,9 +8,10 @@ import Foundation
 /// (an unrecognized read, queued for a webhook) waits for none. The queue sink runner keeps the API's and the
 /// webhook's queues with it, by the sink's name: the statements bind the name as `?9`, so none of them names a
 /// sink. The records it hands out carry this sink's delivery state (attempts, last error, lease) where
-/// `Spool.record(id:)` gives the API's, the scan's state by contract. It runs on the `bookkeeping` connection
-/// (`synchronous=NORMAL`, see `Spool`); accepting scans and operator actions are in Spool.swift, MQTT's
-/// acknowledgements in SinkQueue.swift.
+/// `Spool.record(id:)` gives the API's, the scan's state by contract. A sink whose transport keeps its own order
+/// and window (MQTT) reads its queue in capture order and records acknowledgements through the same ledger. It
+/// runs on the `bookkeeping` connection (`synchronous=NORMAL`, see `Spool`); accepting scans and operator actions
+/// are in Spool.swift, which sinks are fed and their counts in Spool+Sinks.swift.
 public struct DeliveryLedger: Sendable {
     public let spool: Spool
     /// The sink whose queue rows this ledger keeps.
@@ -438,6 +439,74 @@ extension DeliveryLedger {
             WHERE sink = ?9 AND seq = (SELECT seq FROM scans WHERE id = ?1) AND state = 'pending'
             """)
         try s.bind(1, id)
+        try s.step()
+    }
+}
+
+/// A sink whose transport keeps its own window and order (MQTT: libmosquitto holds the QoS 1 messages it was
+/// handed and resends them in order after a reconnect) reads its queue in capture order and records
+/// acknowledgements as they come, without claims or leases.
+extension DeliveryLedger {
+    /// Up to `limit` scans queued for the sink after capture position `afterSeq`, in capture order.
+    public func pending(afterSeq: Int, limit: Int) throws(SpoolError) -> [SinkItem] {
+        try spool.withBookkeeping { db throws(SQLiteError) in
+            let s = try prepare(
+                db,
+                """
+                SELECT \(Spool.columns), q.seq FROM sink_queue AS q JOIN scans AS s ON s.seq = q.seq
+                    \(Spool.recordJoin)
+                WHERE q.sink = ?9 AND q.state = 'pending' AND q.seq > ?1 ORDER BY q.seq LIMIT ?2
+                """)
+            try s.bind(1, afterSeq)
+            try s.bind(2, limit)
+            var items: [SinkItem] = []
+            while try s.step() { items.append(SinkItem(seq: s.int(Spool.columnCount), record: Spool.record(s))) }
+            return items
+        }
+    }
+
+    /// Records that the sink acknowledged these scans (one transaction), and clears the sink's last problem.
+    public func recordAcknowledged(seqs: [Int], now: Date) throws(SpoolError) {
+        guard !seqs.isEmpty else { return }
+        try spool.withBookkeeping { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let s = try prepare(
+                    db, "UPDATE sink_queue SET state = 'delivered', delivered_at = ?2 WHERE sink = ?9 AND seq = ?1")
+                try s.bind(2, Timestamp.format(now))
+                for seq in seqs {
+                    try s.bind(1, seq)
+                    try s.step()
+                }
+                try prepare(db, "UPDATE sinks SET last_error = NULL WHERE name = ?9 AND last_error IS NOT NULL")
+                    .step()
+            }
+        }
+    }
+
+    /// The sink can never take this scan (larger than the broker accepts): it leaves the queue as `refused`, the
+    /// reason kept as the sink's last problem, so it does not block the scans after it.
+    public func recordRefused(seq: Int, reason: String, now: Date) throws(SpoolError) {
+        try spool.withBookkeeping { db throws(SQLiteError) in
+            try db.transaction { () throws(SQLiteError) in
+                let s = try prepare(
+                    db, "UPDATE sink_queue SET state = 'refused', last_attempt_at = ?2 WHERE sink = ?9 AND seq = ?1")
+                try s.bind(1, seq)
+                try s.bind(2, Timestamp.format(now))
+                try s.step()
+                try recordProblem(reason, now: now, db: db)
+            }
+        }
+    }
+
+    /// Keeps the sink's current problem (nil: none) for `spool stats` in other processes.
+    public func recordProblem(_ reason: String?, now: Date) throws(SpoolError) {
+        try spool.withBookkeeping { db throws(SQLiteError) in try recordProblem(reason, now: now, db: db) }
+    }
+
+    func recordProblem(_ reason: String?, now: Date, db: SQLiteConnection) throws(SQLiteError) {
+        let s = try prepare(db, "UPDATE sinks SET last_error = ?1, last_error_at = ?2 WHERE name = ?9")
+        try s.bind(1, reason)
+        try s.bind(2, reason == nil ? nil : Timestamp.format(now))
         try s.step()
     }
 }

@@ -3,8 +3,9 @@ import Foundation
 import Platform
 
 /// The operator's actions on the store (`spool retry`, `spool purge`, the service's retention): dead scans revived,
-/// delivered scans pruned in bounded batches. The store itself is `Spool.swift`, the API's delivery ledger
-/// `Spool+Delivery.swift`, the other sinks' queue `SinkQueue.swift`, the local interface's reads `Spool+Feed.swift`.
+/// delivered scans pruned in bounded batches. The store itself is `Spool.swift`, the sinks' delivery ledger
+/// `Spool+Delivery.swift`, which sinks are fed and their counts `Spool+Sinks.swift`, the local interface's reads
+/// `Spool+Feed.swift`.
 extension Spool {
     /// Revives one scan for every sink that refused it or still owes it (or for `sink` alone): pending again, attempts
     /// and backoff reset. Returns false when no sink has it refused or pending.

@@ -195,7 +195,7 @@ struct MQTTTests {
         for n in 1...2 { #expect(try run(s, ["scan", "https://s.plings.io/?t=q&i=Refused\(n)&p=2"]).status == 0) }
         do {
             let spool = try Spool(path: s.spoolPath)
-            for seq in 1...2 { try spool.markSinkRefused("mqtt", seq: seq, reason: "test: refused", now: Date()) }
+            for seq in 1...2 { try spool.ledger("mqtt").recordRefused(seq: seq, reason: "test: refused", now: Date()) }
         }
         for n in 3...4 { #expect(try run(s, ["scan", "https://s.plings.io/?t=q&i=Later\(n)&p=2"]).status == 0) }
         let subscriber = try MQTTSubscriber(port: broker.port, topic: "plings/#")
@@ -333,7 +333,7 @@ struct MQTTTests {
         // only after the restart: a PUBACK of the dying broker recorded late (a slow disk) is not the bridge's.
         #expect(eventually(timeout: 10) { bridge.stderrText.contains("mqtt: cannot publish") })
         func queued() throws -> [String] {
-            try Spool(path: s.spoolPath).pendingForSink("mqtt", afterSeq: 0, limit: 1_000_000).map(\.record.id)
+            try Spool(path: s.spoolPath).ledger("mqtt").pending(afterSeq: 0, limit: 1_000_000).map(\.record.id)
         }
         var unacknowledged = try queued()
         for _ in 0..<20 {

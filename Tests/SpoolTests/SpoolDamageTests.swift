@@ -31,10 +31,10 @@ struct SpoolDamageTests {
         let spool = try Spool(path: path, synchronous: .off)
         try spool.registerSink("mqtt")
         for n in 1...300 { try spool.insert([scan(n)]) }
-        let queued = try spool.pendingForSink("mqtt", afterSeq: 0, limit: 1000)
-        try spool.markSinkDelivered("mqtt", seqs: queued.filter { $0.seq % 2 == 0 }.map(\.seq), now: Date())
+        let queued = try spool.ledger("mqtt").pending(afterSeq: 0, limit: 1000)
+        try spool.ledger("mqtt").recordAcknowledged(seqs: queued.filter { $0.seq % 2 == 0 }.map(\.seq), now: Date())
         let records = try spool.list()
-        let pending = Set(try spool.pendingForSink("mqtt", afterSeq: 0, limit: 1000).map(\.record.id))
+        let pending = Set(try spool.ledger("mqtt").pending(afterSeq: 0, limit: 1000).map(\.record.id))
         try spool.withTestConnection { db throws(SQLiteError) in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
         return (records, pending)
     }
@@ -91,7 +91,7 @@ struct SpoolDamageTests {
             #expect(record.createdAt == original.createdAt && record.inputJSON == original.inputJSON)
         }
         // Delivered to the broker stays delivered, unless its delivery state was unreadable (then sent again).
-        let nowPending = Set(try spool.pendingForSink("mqtt", afterSeq: 0, limit: 2000).map(\.record.id))
+        let nowPending = Set(try spool.ledger("mqtt").pending(afterSeq: 0, limit: 2000).map(\.record.id))
         let resent = nowPending.subtracting(mqttPending).subtracting([after.id])
         #expect(resent.count <= report.statesLost, "\(resent.count) delivered scans pending again: \(report)")
         // Capture order: every salvaged scan keeps its position, before the read that found the damage.

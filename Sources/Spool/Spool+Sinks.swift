@@ -30,10 +30,10 @@ public struct SinkStats: Sendable, Equatable {
     }
 }
 
-/// Delivery state per sink (schema 3; the API's too since schema 8): each sink has its own queue of scans, so the
-/// API and (say) an MQTT broker progress independently, and a scan's state is theirs together (schema 10). The
-/// queued sinks' ledger (claims, leases, batches, outcomes) is `Spool+Delivery.swift`; MQTT's acknowledgements are
-/// here.
+/// The sinks' queues as a whole (schema 3; the API's too since schema 8): each sink has its own queue of scans, so
+/// the API and (say) an MQTT broker progress independently, and a scan's state is theirs together (schema 10).
+/// Here: which sinks are fed, and their counts. What a sink does with its queue (claims, leases, batches,
+/// outcomes, acknowledgements) is its `DeliveryLedger` (`Spool+Delivery.swift`), the one queue API by sink name.
 extension Spool {
     /// Makes `name` receive every scan committed from now on (by this or any other process). Scans already in
     /// the spool are not queued: enabling a sink does not replay history. Idempotent.
@@ -57,57 +57,6 @@ extension Spool {
             try s.step()
         }
         registered.withLock { $0[name] = false }
-    }
-
-    /// Up to `limit` scans queued for `sink` after capture position `afterSeq`, in capture order.
-    public func pendingForSink(_ sink: String, afterSeq: Int, limit: Int) throws(SpoolError) -> [SinkItem] {
-        try withBookkeeping { db throws(SQLiteError) in
-            let s = try db.prepare(
-                """
-                SELECT \(Spool.columns), q.seq FROM sink_queue AS q JOIN scans AS s ON s.seq = q.seq
-                    \(Spool.recordJoin)
-                WHERE q.sink = ?1 AND q.state = 'pending' AND q.seq > ?2 ORDER BY q.seq LIMIT ?3
-                """)
-            try s.bind(1, sink)
-            try s.bind(2, afterSeq)
-            try s.bind(3, limit)
-            var items: [SinkItem] = []
-            while try s.step() { items.append(SinkItem(seq: s.int(Spool.columnCount), record: Spool.record(s))) }
-            return items
-        }
-    }
-
-    /// Records that the sink acknowledged these scans (one transaction), and clears the sink's last error.
-    public func markSinkDelivered(_ sink: String, seqs: [Int], now: Date) throws(SpoolError) {
-        guard !seqs.isEmpty else { return }
-        try withBookkeeping { db throws(SQLiteError) in
-            try db.transaction { () throws(SQLiteError) in
-                let s = try db.prepare(
-                    "UPDATE sink_queue SET state = 'delivered', delivered_at = ?3 WHERE sink = ?1 AND seq = ?2")
-                let at = Timestamp.format(now)
-                for seq in seqs {
-                    try s.bind(1, sink)
-                    try s.bind(2, seq)
-                    try s.bind(3, at)
-                    try s.step()
-                }
-                let clear = try db.prepare(
-                    "UPDATE sinks SET last_error = NULL WHERE name = ?1 AND last_error IS NOT NULL")
-                try clear.bind(1, sink)
-                try clear.step()
-            }
-        }
-    }
-
-    /// Keeps the sink's current problem (nil: none) for `spool stats` in other processes.
-    public func recordSinkError(_ sink: String, _ reason: String?, now: Date) throws(SpoolError) {
-        try withBookkeeping { db throws(SQLiteError) in
-            let s = try db.prepare("UPDATE sinks SET last_error = ?2, last_error_at = ?3 WHERE name = ?1")
-            try s.bind(1, sink)
-            try s.bind(2, reason)
-            try s.bind(3, reason == nil ? nil : Timestamp.format(now))
-            try s.step()
-        }
     }
 
     /// One registered sink's counts; nil when no sink of that name is registered.
@@ -157,28 +106,6 @@ extension Spool {
                 states[s.string(0) ?? "", default: [:]][s.string(1) ?? ""] = s.string(2)
             }
             return states
-        }
-    }
-}
-
-extension Spool {
-    /// The sink can never take this scan (larger than the broker accepts): it leaves the sink's queue as
-    /// `refused`, keeping the reason as the sink's last error, so it does not block the scans after it.
-    public func markSinkRefused(_ sink: String, seq: Int, reason: String, now: Date) throws(SpoolError) {
-        try withBookkeeping { db throws(SQLiteError) in
-            try db.transaction { () throws(SQLiteError) in
-                let s = try db.prepare(
-                    "UPDATE sink_queue SET state = 'refused', last_attempt_at = ?3 WHERE sink = ?1 AND seq = ?2")
-                try s.bind(1, sink)
-                try s.bind(2, seq)
-                try s.bind(3, Timestamp.format(now))
-                try s.step()
-                let e = try db.prepare("UPDATE sinks SET last_error = ?2, last_error_at = ?3 WHERE name = ?1")
-                try e.bind(1, sink)
-                try e.bind(2, reason)
-                try e.bind(3, Timestamp.format(now))
-                try e.step()
-            }
         }
     }
 }
