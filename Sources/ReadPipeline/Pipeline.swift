@@ -47,6 +47,9 @@ public final class Pipeline: Service {
     /// Maps a read's system time to the time to record (GPS time when the clock is found wrong and
     /// `location.timeFromGPS` is set; identity otherwise).
     private let timeSource: @Sendable (Date) -> Date
+    /// What a read's time rests on, given its system time and whether GPS time replaced it
+    /// (`Pipeline.systemClockBasis` unless a test gives its own).
+    private let clockBasis: @Sendable (Date, Bool) -> ClockBasis?
     private let queue = Monitor(Queue())
     /// The commit thread (`WorkerThread`: joinable, and an end nobody asked for is reported).
     private let worker = Mutex<WorkerThread?>(nil)
@@ -113,15 +116,25 @@ public final class Pipeline: Service {
     public init(
         spool: Spool, builder: ScanBuilder, fixProvider: any FixProvider, debounce: [SourceKind: Double],
         logger: Logger, onCommitted: @escaping @Sendable ([NewScan]) -> Void = { _ in },
-        timeSource: @escaping @Sendable (Date) -> Date = { $0 }
+        timeSource: @escaping @Sendable (Date) -> Date = { $0 },
+        clockBasis: @escaping @Sendable (Date, Bool) -> ClockBasis? = Pipeline.systemClockBasis
     ) {
         self.timeSource = timeSource
+        self.clockBasis = clockBasis
         self.spool = spool
         self.builder = Mutex(builder)
         self.fixProvider = fixProvider
         self.debounceWindows = Mutex(debounce)
         self.logger = logger
         self.onCommitted = onCommitted
+    }
+
+    /// The basis of a read made at `systemTime` by this system's clocks: this boot, `CLOCK_BOOTTIME` at the read,
+    /// and trusted when the kernel says the wall clock is synchronised or GPS time stamped the read.
+    public static func systemClockBasis(_ systemTime: Date, gpsTime: Bool) -> ClockBasis? {
+        ClockBasis.of(
+            readTime: systemTime, wallNow: Date(), bootNow: SystemClock.bootTime(), bootID: SystemClock.bootID,
+            trusted: gpsTime || SystemClock.synchronized() == true)
     }
 
     /// Starts the commit thread.
@@ -137,10 +150,13 @@ public final class Pipeline: Service {
         debounceWindows.withLock { $0 = debounce }
     }
 
-    /// Hands a read to the pipeline. The fix is taken now, at the moment of the read, from memory.
+    /// Hands a read to the pipeline. The fix is taken now, at the moment of the read, from memory, and so is what
+    /// the read's time rests on (`ClockBasis`).
     public func submit(_ read: Read, completion: (@Sendable (ReadOutcome) -> Void)? = nil) {
         var read = read
-        read.time = timeSource(read.time)
+        let systemTime = read.time
+        read.time = timeSource(systemTime)
+        if read.clock == nil { read.clock = clockBasis(systemTime, read.time != systemTime) }
         let item = Pending(
             read: read, fix: fixProvider.currentFix(), monotonic: MonotonicClock.now(), completion: completion)
         let accepted = queue.update { q -> Bool in

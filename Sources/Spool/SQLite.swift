@@ -182,6 +182,20 @@ struct Statement {
         guard rc == SQLITE_OK else { throw connection.error(rc, "bind") }
     }
 
+    func bind(_ index: Int32, integer value: Int?) throws(SQLiteError) {
+        guard let value else {
+            let rc = sqlite3_bind_null(handle, index)
+            guard rc == SQLITE_OK else { throw connection.error(rc, "bind") }
+            return
+        }
+        try bind(index, value as Int)
+    }
+
+    func bind(_ index: Int32, real value: Double?) throws(SQLiteError) {
+        let rc = value.map { sqlite3_bind_double(handle, index, $0) } ?? sqlite3_bind_null(handle, index)
+        guard rc == SQLITE_OK else { throw connection.error(rc, "bind") }
+    }
+
     /// Steps once: true when a row is available, false when done.
     @discardableResult
     func step() throws(SQLiteError) -> Bool {
@@ -204,6 +218,10 @@ struct Statement {
     func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
 
     func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(handle, column)) }
+
+    func double(_ column: Int32) -> Double? {
+        isNull(column) ? nil : sqlite3_column_double(handle, column)
+    }
 
     func string(_ column: Int32) -> String? {
         guard let text = sqlite3_column_text(handle, column) else { return nil }

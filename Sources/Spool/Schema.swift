@@ -239,6 +239,14 @@ public enum Schema {
         WHERE state != 'unrecognized';
         CREATE INDEX scans_settled ON scans (seq) WHERE state IN ('delivered', 'dead');
         """,
+        // 11: what a read's time rests on (issue 59, `ClockBasis`): the boot it was made in, `CLOCK_BOOTTIME` at
+        // the read, and whether the wall clock was trusted then (1) or not (0). NULL for reads committed before.
+        // Adding nullable columns rewrites no row (sqlite.org/lang_altertable.html).
+        """
+        ALTER TABLE scans ADD COLUMN boot_id TEXT;
+        ALTER TABLE scans ADD COLUMN boot_time REAL;
+        ALTER TABLE scans ADD COLUMN clock_trusted INTEGER;
+        """,
     ]
 
     /// Changes of a table's declared constraints that SQLite's ALTER TABLE cannot make, by the procedure SQLite

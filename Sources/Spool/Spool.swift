@@ -363,8 +363,8 @@ public final class Spool: Sendable {
                 let statement = try db.prepare(
                     """
                     INSERT INTO scans (id, created_at, state, source_kind, device, uid, raw, input, identifier,
-                                       attempts, last_error, symbology, genuine)
-                    VALUES (?1, ?2, \(Spool.committedState), ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12)
+                                       attempts, last_error, symbology, genuine, boot_id, boot_time, clock_trusted)
+                    VALUES (?1, ?2, \(Spool.committedState), ?4, ?5, ?6, ?7, ?8, ?9, 0, ?10, ?11, ?12, ?13, ?14, ?15)
                     """)
                 for scan in scans {
                     try statement.bind(1, scan.id)
@@ -379,6 +379,9 @@ public final class Spool: Sendable {
                     try statement.bind(10, scan.reason)
                     try statement.bind(11, scan.read.symbology)
                     try statement.bind(12, scan.read.genuine?.rawValue)
+                    try statement.bind(13, scan.read.clock?.bootID)
+                    try statement.bind(14, real: scan.read.clock?.bootTime)
+                    try statement.bind(15, integer: scan.read.clock.map { $0.trusted ? 1 : 0 })
                     try statement.step()
                 }
             }
@@ -416,10 +419,11 @@ public final class Spool: Sendable {
         CASE WHEN a.seq IS NULL THEN s.last_error ELSE a.last_error END,
         CASE WHEN a.seq IS NULL THEN s.next_attempt_at ELSE a.next_attempt_at END,
         s.delivered_at,
-        coalesce(a.response, s.response), s.symbology, s.genuine
+        coalesce(a.response, s.response), s.symbology, s.genuine,
+        s.boot_id, s.boot_time, s.clock_trusted
         """
     /// The index of the first column a query selects after `columns`.
-    static let columnCount: Int32 = 16
+    static let columnCount: Int32 = 19
 
     /// The value a state filter binds on a queue row: a sink's `refused` is the record's `dead`.
     static func queueState(_ state: ScanState) -> String { state == .dead ? "refused" : state.rawValue }
@@ -442,7 +446,8 @@ public final class Spool: Sendable {
             deliveredAt: date(12),
             response: s.string(13),
             symbology: s.string(14),
-            genuine: s.string(15).flatMap(Originality.init(rawValue:)))
+            genuine: s.string(15).flatMap(Originality.init(rawValue:)),
+            clock: s.string(16).map { ClockBasis(bootID: $0, bootTime: s.double(17) ?? 0, trusted: s.int(18) != 0) })
     }
 
     private func query(_ sql: String, bind: (Statement) throws(SQLiteError) -> Void = { _ in }) throws(SpoolError)

@@ -45,6 +45,40 @@ struct CLITests {
         }
     }
 
+    /// Issue 59, item 1: a read records what its time rests on, as the kernel tells it: this boot's id
+    /// (`/proc/sys/kernel/random/boot_id`), `CLOCK_BOOTTIME` at the read (between the test's own readings before and
+    /// after), and whether the wall clock was trusted (adjtimex: no `TIME_ERROR`).
+    @Test func aReadRecordsItsBootItsBootTimeAndWhetherTheClockWasTrusted() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = dir.file("s.sqlite")
+        func bootTime() -> Double {
+            var now = timespec()
+            clock_gettime(CLOCK_BOOTTIME, &now)
+            return Double(now.tv_sec) + Double(now.tv_nsec) / 1e9
+        }
+        // adjtimex(2) asked by Python's ctypes (struct timex is 208 bytes on 64-bit Linux; TIME_ERROR is 5).
+        let asked = try ProcessRunner.run(
+            "/usr/bin/python3",
+            [
+                "-c",
+                "import ctypes; b = ctypes.create_string_buffer(512); "
+                    + "print(ctypes.CDLL(None, use_errno=True).adjtimex(b))",
+            ])
+        let synchronized = asked.stdout.trimmingASCIIWhitespace() != "5"
+        let before = bootTime()
+        let scan = try run(["scan", "https://s.plings.io/?t=q&i=Bt7&p=1", "--spool", spool, "--no-location"], dir)
+        let after = bootTime()
+        #expect(scan.status == 0, "\(scan.stderr)")
+        let record = try JSONParser.parse(try run(["spool", "export", "--spool", spool], dir).stdoutLines[0])
+        let bootID = try String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8)
+        let clock = try #require(record["clock"])
+        #expect(clock["bootId"]?.stringValue == bootID.trimmingASCIIWhitespace())
+        let at = try #require(clock["bootTime"]?.doubleValue)
+        #expect(at >= before - 0.001 && at <= after + 0.001, "\(before) <= \(at) <= \(after)")
+        #expect(clock["trusted"] == .bool(synchronized))
+    }
+
     @Test func dryRunPrintsTheExactBodyAndSpoolsNothing() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }

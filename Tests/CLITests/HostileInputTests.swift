@@ -71,6 +71,7 @@ struct HostileInputTests {
         #expect(status.status == 0)
         let lines =
             #"plings-bridge 1\x1b[2J running, pid \#(getpid()), since 2026-06-14T08:00:00.000Z"# + "\n"
+            + "no sink delivers scans: they are kept in the spool\n"
             + #"last error: boom\nlevel=error msg=forged\x1b]0;t\x07\x9b"# + "\n"
         #expect(Array(status.stdout.utf8) == Array(lines.utf8))
     }

@@ -54,7 +54,7 @@ struct WebhookTransportTests {
             Issue.record("not an object")
             return
         }
-        #expect(fields.map(\.0) == ["id", "source", "raw", "symbology", "genuine", "input", "createdAt"])
+        #expect(fields.map(\.0) == ["id", "source", "raw", "symbology", "genuine", "input", "createdAt", "clock"])
         #expect(json["createdAt"]?.stringValue == "2027-01-15T08:00:00.000Z")
         #expect(header(headers, "Idempotency-Key") == "a1")
         #expect(header(headers, "Content-Type") == "application/json")

@@ -33,12 +33,16 @@ public struct Read: Sendable, Equatable {
     public var symbology: String?
     /// What NXP's originality signature said of the tag (`nfc.checkOriginality`); nil when not checked.
     public var genuine: Originality?
+    /// What `time` rests on: the boot, its own clock at the read, whether the wall clock was trusted (set by the
+    /// pipeline when it takes the read; nil before).
+    public var clock: ClockBasis?
 
     public init(
         sourceKind: SourceKind, device: String, uid: String? = nil, raw: String, time: Date,
-        noURLReason: String? = nil, symbology: String? = nil, genuine: Originality? = nil
+        noURLReason: String? = nil, symbology: String? = nil, genuine: Originality? = nil, clock: ClockBasis? = nil
     ) {
         self.genuine = genuine
+        self.clock = clock
         self.sourceKind = sourceKind
         self.device = device
         self.uid = uid

@@ -21,14 +21,17 @@ public struct ScanRecord: Sendable, Equatable {
     public var symbology: String?
     /// The originality check's verdict (`nfc.checkOriginality`), nil when the tag was not checked.
     public var genuine: Originality?
+    /// What `createdAt` rests on (schema 11); nil for a read committed before it was recorded.
+    public var clock: ClockBasis?
 
     public init(
         id: String, createdAt: Date, state: ScanState, sourceKind: SourceKind, device: String, uid: String?,
         raw: String, inputJSON: String?, identifier: String?, attempts: Int, lastError: String?,
         nextAttemptAt: Date?, deliveredAt: Date?, response: String?, symbology: String? = nil,
-        genuine: Originality? = nil
+        genuine: Originality? = nil, clock: ClockBasis? = nil
     ) {
         self.genuine = genuine
+        self.clock = clock
         self.id = id
         self.createdAt = createdAt
         self.state = state
@@ -68,6 +71,7 @@ public struct ScanRecord: Sendable, Equatable {
             ("deliveredAt", deliveredAt.map { .string(Timestamp.format($0)) } ?? .null),
             ("nextAttemptAt", nextAttemptAt.map { .string(Timestamp.format($0)) } ?? .null),
             ("response", optional(response)),
+            ("clock", clock?.json ?? .null),
         ]
         return .object(fields)
     }
@@ -76,7 +80,7 @@ public struct ScanRecord: Sendable, Equatable {
     /// never changes once the scan is committed, so a retry carries the same bytes as the first try (the same
     /// `Idempotency-Key`, the same body, the same signature). An unrecognized read has a null `input`.
     public func readJSON() -> JSONValue {
-        .object(readFields() + [("createdAt", .string(Timestamp.format(createdAt)))])
+        .object(readFields() + [("createdAt", .string(Timestamp.format(createdAt))), ("clock", clock?.json ?? .null)])
     }
 
     /// The fields the read fixed at its commit, in the record's order up to `input`.
