@@ -178,14 +178,24 @@ enum BenchPage {
           source.onerror = () => {
             link(false);
             // The browser retries by itself while the stream is CONNECTING; a refused one is CLOSED: start again
-            // from the last scan shown.
-            if (source.readyState === EventSource.CLOSED) setTimeout(follow, 2000);
+            // from the last scan shown, or, when the session is gone (the service restarted: sessions live in its
+            // memory; it expired; the token changed), show the sign-in form again instead of retrying forever.
+            if (source.readyState === EventSource.CLOSED) {
+              fetch("/status", { cache: "no-store" }).then(
+                (answer) => answer.status === 401 ? location.reload() : setTimeout(follow, 2000),
+                () => setTimeout(follow, 2000));
+            }
           };
         }
 
         async function start() {
           try {
-            const answer = await (await fetch("/scans?newest=100", { cache: "no-store" })).json();
+            const reply = await fetch("/scans?newest=100", { cache: "no-store" });
+            if (reply.status === 401) {
+              location.reload();
+              return;
+            }
+            const answer = await reply.json();
             for (const scan of answer.scans) show(scan, false);
             last = answer.last;
           } catch (error) {

@@ -654,7 +654,9 @@ struct HTTPInterfaceTests {
     /// Headless Chromium (Debian's `chromium` + `chromium-driver`, driven by `python3-selenium`) against the
     /// real bridge: a scan shows within a second of its commit, an unrecognized read is marked, a hostile barcode
     /// shows as text and runs nothing, and after a restart of the bridge the page recovers by itself with no
-    /// missing and no repeated row. The screenshot is kept in `.build/artifacts/bench-page.png`.
+    /// missing and no repeated row; with a token, a restart (which ends every session) brings the sign-in form
+    /// back by itself, and signing in again shows every scan. The screenshot is kept in
+    /// `.build/artifacts/bench-page.png`.
     @Test func thePageInARealBrowser() throws {
         let s = try setup()
         defer { s.dir.remove() }
