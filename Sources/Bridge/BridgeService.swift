@@ -7,7 +7,7 @@ import Plugins
 import ReadPipeline
 import Spool
 
-/// `plings-bridge run`: wires sources -> pipeline -> spool -> forwarder and lives until SIGTERM/SIGINT.
+/// `plings-bridge run`: wires sources -> pipeline -> spool -> sinks and lives until SIGTERM/SIGINT.
 ///
 /// Every long-running part is a `Service` in one `ServiceGroup`, started in order (location, the sinks,
 /// pipeline, sources, retention, status, watchdog) and stopped in reverse against one deadline: sources stop

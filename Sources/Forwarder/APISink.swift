@@ -50,7 +50,7 @@ extension SinkSlotKind where Running == QueuedSink<APISettings>, Settings == API
 }
 
 extension APISettings {
-    /// The forwarder's settings from the configuration and token, or nil when no API is configured (local spool
+    /// The API sink's settings from the configuration and token, or nil when no API is configured (local spool
     /// only) or no token is loaded.
     public init?(_ configuration: SinkConfiguration) {
         let api = configuration.config.api

@@ -5,7 +5,7 @@ import Platform
 import Spool
 
 /// Publishes every scan queued for the `mqtt` sink in the spool (QoS 1, capture order) and the device's retained
-/// health message, independently of the API forwarder (design: the spool is the source of truth; each sink has its
+/// health message, independently of the other sinks (design: the spool is the source of truth; each sink has its
 /// own delivery state).
 ///
 /// Two threads, neither on the cooperative pool, each in a file of its own by what it talks to: the broker

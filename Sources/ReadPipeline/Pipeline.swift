@@ -15,7 +15,7 @@ public enum ReadOutcome: Sendable {
 }
 
 /// Turns reads into scans and commits them to the spool (docs/architecture.md): debounce, couple the fix fresh
-/// at the moment of the read, parse, build the input, commit, then tell the forwarder.
+/// at the moment of the read, parse, build the input, commit, then tell the sinks.
 ///
 /// Sources call `submit` from their own threads; a dedicated thread (started by `start`) commits. Reads that
 /// arrive while a commit is in progress are committed together in the next transaction (group commit): under a

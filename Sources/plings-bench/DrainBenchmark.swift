@@ -147,7 +147,7 @@ enum DrainBenchmark {
         var rssGrowthMB: Double
     }
 
-    /// Spools `count` scans (not timed), then times a Forwarder draining them all.
+    /// Spools `count` scans (not timed), then times the API sink (`QueuedSink`) draining them all.
     static func drain(count: Int, concurrency: Int, batchSize: Int, url: String, dir: String, label: String)
         -> DrainResult
     {

@@ -6,7 +6,7 @@ import Plugins
 extension CLI {
     static let commands: [Command] = [
         Command(
-            "run", summary: "the service: sources, pipeline, spool, forwarder (until SIGTERM/SIGINT)",
+            "run", summary: "the service: sources, pipeline, spool, sinks (until SIGTERM/SIGINT)",
             about: """
                 Runs the service until SIGTERM or SIGINT (graceful: commits the read in hand, stops within 5 s).
                 SIGHUP reloads the configuration. With no api.url, scans wait in the local spool.
