@@ -8,6 +8,7 @@ import Location
 import Logging
 import NFC
 import Plugins
+import ReadPipeline
 import Spool
 
 /// `plings-bridge doctor`: checks what a gate box needs, each with a one-line finding and the fix.
@@ -195,20 +196,26 @@ public enum Doctor {
         )
     }
 
-    /// The kernel's own verdict (adjtimex: TIME_ERROR means not synchronised), plus a sanity floor on the year.
+    /// Whether the wall clock can be trusted (`ClockTrust`: the kernel's verdict, an RTC that set it at boot, the
+    /// year): reads are stamped with it.
     static func clockCheck() -> DoctorCheck {
-        let unsynchronized = plings_clock_unsynchronized()
-        let year = Calendar(identifier: .gregorian).component(.year, from: Date())
-        if year < 2024 {
+        switch ClockTrust.ofSystem() {
+        case .synchronized:
+            return DoctorCheck("clock", .ok, "system clock synchronised by NTP")
+        case .realTimeClock(let rtc):
             return DoctorCheck(
-                "clock", .fail, "system clock says \(year): scan times would be wrong",
-                fix: "enable NTP (systemd-timesyncd) or set location.timeFromGPS with a GPS receiver")
-        }
-        if unsynchronized == 1 {
+                "clock", .ok, "system clock set from the hardware clock \(rtc) at boot (not synchronised by NTP)")
+        case .untrusted(let reason):
+            let year = Calendar(identifier: .gregorian).component(.year, from: Date())
+            if year < ClockTrust.earliestYear {
+                return DoctorCheck(
+                    "clock", .fail, "system clock says \(year): scan times would be wrong",
+                    fix: "enable NTP (systemd-timesyncd) or set location.timeFromGPS with a GPS receiver")
+            }
             return DoctorCheck(
-                "clock", .warn, "system clock is not synchronised (kernel reports TIME_ERROR)",
-                fix: "enable NTP: timedatectl set-ntp true")
+                "clock", .warn,
+                "system clock \(ClockTrust.untrusted(reason).description); scan times rest on it as it is",
+                fix: "enable NTP (timedatectl set-ntp true), or set location.timeFromGPS with a GPS receiver")
         }
-        return DoctorCheck("clock", .ok, "system clock synchronised")
     }
 }

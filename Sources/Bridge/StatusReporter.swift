@@ -203,6 +203,7 @@ public final class StatusReporter: Service {
             ),
             ("config", configuration()),
             ("location", location()),
+            ("clock", StatusReporter.clockEntry(ClockTrust.ofSystem())),
         ]
         // One member per sink ("api", "mqtt"), as docs/contracts.md lists them, and a former name beside its own.
         for (key, sink) in sinks {
@@ -238,6 +239,14 @@ public final class StatusReporter: Service {
             ),
         ]
         return .object(members)
+    }
+
+    /// `status`'s `clock`: whether the wall clock that stamps reads is trusted, on what, in words (issue 59).
+    static func clockEntry(_ trust: ClockTrust) -> JSONValue {
+        .object([
+            ("trusted", .bool(trust.isTrusted)), ("source", trust.source.map(JSONValue.string) ?? .null),
+            ("state", .string(trust.description)),
+        ])
     }
 
     func metrics(up: Bool) -> String {
@@ -282,6 +291,10 @@ public final class StatusReporter: Service {
                 help: "Recorded delivery attempts that left the scan pending for a retry", type: "counter")
         }
         for (_, sink) in sinks { sink.addMetrics(to: &m) }
+        m.add(
+            "plings_bridge_clock_trusted", ClockTrust.ofSystem().isTrusted ? 1 : 0,
+            help: "1 when the wall clock that stamps reads is trusted (synchronised by NTP, or set from a hardware "
+                + "clock at boot); reads stamped with GPS time are trusted either way")
         // Present whenever gpsd is asked: +Inf until the first fix, so "no fix" is a value an alert can see.
         if let age = fixAge() {
             m.add("plings_bridge_gps_fix_age_seconds", age, help: "Age of the latest GPS fix (+Inf before the first)")

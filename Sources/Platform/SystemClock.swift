@@ -27,4 +27,15 @@ public enum SystemClock {
         default: return nil
         }
     }
+
+    /// The RTC that set the wall clock at this boot (`rtc0`...: its sysfs `hctosys` is 1), nil when none did.
+    /// Read once: it cannot change within a boot.
+    public static let rtcSetClockAtBoot: String? = {
+        let directory = "/sys/class/rtc"
+        let names = ((try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []).sorted()
+        return names.first { name in
+            let text = try? String(contentsOfFile: "\(directory)/\(name)/hctosys", encoding: .utf8)
+            return text?.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+        }
+    }()
 }

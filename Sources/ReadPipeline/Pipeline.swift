@@ -130,11 +130,12 @@ public final class Pipeline: Service {
     }
 
     /// The basis of a read made at `systemTime` by this system's clocks: this boot, `CLOCK_BOOTTIME` at the read,
-    /// and trusted when the kernel says the wall clock is synchronised or GPS time stamped the read.
+    /// and trusted when GPS time stamped the read or the system's clock is trusted (`ClockTrust`: synchronised by
+    /// NTP, or set from a hardware clock at boot).
     public static func systemClockBasis(_ systemTime: Date, gpsTime: Bool) -> ClockBasis? {
         ClockBasis.of(
             readTime: systemTime, wallNow: Date(), bootNow: SystemClock.bootTime(), bootID: SystemClock.bootID,
-            trusted: gpsTime || SystemClock.synchronized() == true)
+            trusted: gpsTime || ClockTrust.ofSystem(now: systemTime).isTrusted)
     }
 
     /// Starts the commit thread.

@@ -110,6 +110,7 @@ extension CLI {
             }
             show(line)
         }
+        if let clock = json["clock"]?["state"]?.stringValue { show("clock: \(clock)") }
         // One line per registered sink ("api", "mqtt", ...): its state, where to, its backlog, the reason.
         var sinks = 0
         for key in SinkRegistry.modules.map(\.statusKey) {

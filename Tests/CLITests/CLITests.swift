@@ -47,7 +47,8 @@ struct CLITests {
 
     /// Issue 59, item 1: a read records what its time rests on, as the kernel tells it: this boot's id
     /// (`/proc/sys/kernel/random/boot_id`), `CLOCK_BOOTTIME` at the read (between the test's own readings before and
-    /// after), and whether the wall clock was trusted (adjtimex: no `TIME_ERROR`).
+    /// after), and whether the wall clock was trusted (adjtimex: no `TIME_ERROR`; or an RTC set it at boot, its
+    /// sysfs `hctosys` 1, Documentation/ABI/testing/sysfs-class-rtc). `status --json` and `doctor` say the same.
     @Test func aReadRecordsItsBootItsBootTimeAndWhetherTheClockWasTrusted() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
@@ -66,6 +67,12 @@ struct CLITests {
                     + "print(ctypes.CDLL(None, use_errno=True).adjtimex(b))",
             ])
         let synchronized = asked.stdout.trimmingASCIIWhitespace() != "5"
+        let rtcs = (try? FileManager.default.contentsOfDirectory(atPath: "/sys/class/rtc")) ?? []
+        let rtcSetTheClock = rtcs.contains {
+            (try? String(contentsOfFile: "/sys/class/rtc/\($0)/hctosys", encoding: .utf8))?
+                .trimmingASCIIWhitespace() == "1"
+        }
+        let trusted = synchronized || rtcSetTheClock
         let before = bootTime()
         let scan = try run(["scan", "https://s.plings.io/?t=q&i=Bt7&p=1", "--spool", spool, "--no-location"], dir)
         let after = bootTime()
@@ -76,7 +83,20 @@ struct CLITests {
         #expect(clock["bootId"]?.stringValue == bootID.trimmingASCIIWhitespace())
         let at = try #require(clock["bootTime"]?.doubleValue)
         #expect(at >= before - 0.001 && at <= after + 0.001, "\(before) <= \(at) <= \(after)")
-        #expect(clock["trusted"] == .bool(synchronized))
+        #expect(clock["trusted"] == .bool(trusted))
+        // doctor's clock line says the same, in words an administrator acts on.
+        let doctor = try run(["doctor", "--spool", spool], dir)
+        let line = try #require(doctor.stdoutLines.first { $0.contains("] clock:") }, "\(doctor.stdout)")
+        if synchronized {
+            #expect(line.hasPrefix("[ok  ] clock: system clock synchronised by NTP"), "\(line)")
+        } else if rtcSetTheClock {
+            #expect(line.hasPrefix("[ok  ] clock: system clock set from the hardware clock rtc"), "\(line)")
+        } else {
+            #expect(
+                line.hasPrefix(
+                    "[warn] clock: system clock not trusted: not synchronised by NTP, and no hardware clock set it at boot"
+                ), "\(line)")
+        }
     }
 
     @Test func dryRunPrintsTheExactBodyAndSpoolsNothing() throws {

@@ -77,6 +77,13 @@ struct DayTwoTests {
         #expect(status["location"]?["fix"]?["latitude"]?.doubleValue == 59.3293)
         let human = try ProcessRunner.run(binary, ["status", "--config", config], environment: env)
         #expect(human.stdout.contains("last reload refused, running on the previous configuration"), "\(human.stdout)")
+        // The clock that stamps reads (issue 59): trusted or not, on what; the text shows the same words.
+        let clock = try #require(status["clock"])
+        let trusted = try #require(clock["trusted"]?.boolValue)
+        #expect(clock["source"] == (trusted ? clock["source"] : .null))
+        let words = try #require(clock["state"]?.stringValue)
+        #expect(trusted != words.hasPrefix("not trusted: "), "\(words)")
+        #expect(human.stdout.contains("clock: \(words)\n"), "\(human.stdout)")
         expectPlain(bridge.stderrText, naming: "reload refused")
 
         // The gate is moved: the new fixed position applies on reload, no restart, and `reload` says so.

@@ -11,8 +11,8 @@ public struct ClockBasis: Sendable, Equatable {
     public var bootID: String
     /// Seconds on `CLOCK_BOOTTIME` at the read: since the boot, suspend included; never stepped.
     public var bootTime: Double
-    /// The wall clock was trusted at the read: the kernel said it was synchronised (adjtimex, no `TIME_ERROR`),
-    /// or the read was stamped with GPS time.
+    /// The wall clock was trusted at the read (`ClockTrust`: synchronised by NTP, or set from a hardware clock at
+    /// boot), or the read was stamped with GPS time.
     public var trusted: Bool
 
     public init(bootID: String, bootTime: Double, trusted: Bool) {
