@@ -11,10 +11,16 @@ import Testing
 @Suite struct CrashReportTests {
     let binary = Products.path("plings-bridge")
 
-    /// The children of `pid` (from /proc), e.g. the backtracer the runtime started.
+    /// The children of `pid` (from /proc), e.g. the backtracer the runtime started. Each thread's `children` file
+    /// lists only the children that thread made (proc(5)), and a signal sent with kill(2) is handled on whichever
+    /// thread the kernel picks, so every thread's file is read (the main thread's alone missed the backtracer when
+    /// another thread took the signal, a CI failure).
     func children(of pid: pid_t) -> [pid_t] {
-        let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(pid)/children", encoding: .utf8)) ?? ""
-        return text.split(separator: " ").compactMap { pid_t($0) }
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.flatMap { task -> [pid_t] in
+            let text = (try? String(contentsOfFile: "/proc/\(pid)/task/\(task)/children", encoding: .utf8)) ?? ""
+            return text.split(separator: " ").compactMap { pid_t($0) }
+        }
     }
 
     /// The live processes whose process group is `group` (field 5 of /proc/PID/stat).
