@@ -170,13 +170,14 @@ public final class MQTTSink: Sendable {
     /// A reload with unchanged settings while the broker cannot be reached: the reconnect backoff (up to
     /// `maxReconnectDelay`) ends and the next connection attempt goes now, as a reload does for every sink.
     public func resume() {
-        let retrying = state.update { s -> Bool in
-            guard s.health.endBackoff(clock: MonotonicClock.now()) else { return false }
+        state.update { s in
+            guard s.health.endBackoff(clock: MonotonicClock.now()) else { return }
+            // Said before the network thread may connect, under the lock its "connected" line is also written
+            // under: logged after the lock, it once came after that line (CI, under ThreadSanitizer).
+            logger.info("mqtt: configuration reloaded; connecting again now")
             s.reconnectNow = true
             s.ticks += 1
-            return true
         }
-        if retrying { logger.info("mqtt: configuration reloaded; connecting again now") }
     }
 
     /// Stops publishing, publishes `online: false` (retained) and disconnects cleanly, all by the monotonic
