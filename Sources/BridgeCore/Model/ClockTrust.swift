@@ -1,5 +1,5 @@
 /// Whether the wall clock can be trusted for a read's time, and on what (issue 59). Decided from facts the system
-/// gives (`SystemClock.trust()` gathers them); this is the rule, free of I/O.
+/// gives (`ClockTrust.ofSystem()` gathers them); this is the rule, free of I/O.
 ///
 /// - The kernel says the clock is synchronised (adjtimex(2) without `TIME_ERROR`: NTP, through systemd-timesyncd,
 ///   chrony or ntpd, disciplines it): trusted.
