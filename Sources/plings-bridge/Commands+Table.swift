@@ -9,7 +9,8 @@ extension CLI {
             "run", summary: "the service: sources, pipeline, spool, sinks (until SIGTERM/SIGINT)",
             about: """
                 Runs the service until SIGTERM or SIGINT (graceful: commits the read in hand, stops within 5 s).
-                SIGHUP reloads the configuration. With no api.url, scans wait in the local spool.
+                SIGHUP reloads the configuration. Every configured sink (api, mqtt, webhook) is sent every scan; with
+                none, scans are kept in the local spool.
                 """,
             sources: Option.source, handler: .parsed { try $0.run($1) }),
         Command(
