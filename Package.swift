@@ -147,7 +147,7 @@ let package = Package(
             dependencies: ["BridgeCore", "BridgeTestSupport", "Forwarder", "Logging", "Platform", "Plugins", "Spool"]),
         .testTarget(
             name: "MQTTTests",
-            dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "MQTT", "Platform", "Spool"]),
+            dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "MQTT", "Platform", "Plugins", "Spool"]),
         .testTarget(
             name: "HTTPInterfaceTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(

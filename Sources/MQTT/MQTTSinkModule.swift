@@ -9,40 +9,36 @@ extension ScanSinkModule {
     /// An MQTT broker (`mqtt` section): every scan from the spool's `mqtt` queue, and the device's retained status.
     public static let mqtt = ScanSinkModule(
         name: "mqtt", statusKey: "mqtt", configSection: MQTTConfig.self,
-        make: { SinkSlot<MQTTSink, MQTTSettings>(.mqtt, context: $0) }, doctor: { [MQTTDoctor.check($0)] },
-        queue: { $0.mqtt.url == nil ? nil : MQTTSink.sinkName })
+        make: { SinkSlot<QueuedSink<MQTTSettings>, MQTTSettings>(.mqtt, context: $0) },
+        doctor: { [MQTTDoctor.check($0)] },
+        queue: { $0.mqtt.url == nil ? nil : QueuedSinkKind.mqtt.name })
 }
 
-extension MQTTSink: SlotSink {}
-
-extension SinkSlotKind where Running == MQTTSink, Settings == MQTTSettings {
-    /// The running MQTT sink, replaceable on SIGHUP: new credentials, URL or topics make a new client, and so does
-    /// a reload while the broker's refusal pauses it (a new client logs in again at once); a reload with the same
-    /// settings while the broker cannot be reached ends the reconnect backoff.
+extension SinkSlotKind where Running == QueuedSink<MQTTSettings>, Settings == MQTTSettings {
+    /// The running MQTT sink, replaceable on SIGHUP: new credentials, URL or topics make a new session; the same
+    /// settings again end a reconnect backoff or a pause (the next login goes at once).
     static let mqtt = SinkSlotKind(
-        name: "mqtt", queue: MQTTSink.sinkName,
-        settings: { configuration throws(ConfigError) in try MQTTConfig.settings(configuration.config) },
+        name: "mqtt", queue: QueuedSinkKind.mqtt.name, settings: QueuedSinkKind.mqtt.settings,
         make: { settings, context in
-            let sink = MQTTSink(
-                spool: context.spool, settings: settings, logger: context.logger,
-                status: { context.deviceStatus(for: MQTTSink.sinkName) }, healthChanged: context.stateChanged,
-                delivered: context.delivered)
             do {
-                try sink.start()
-                return sink
+                try context.spool.registerSink(QueuedSinkKind.mqtt.name)
             } catch {
+                // A write at start can fail on a full disk; the queue registered by an earlier start (if any) is
+                // still there, and what it holds is published anyway.
                 context.logger.error(
-                    "mqtt: not publishing (scans stay queued for the broker)", [("error", "\(error)")])
-                return nil
+                    "mqtt: cannot register its queue; publishing what it holds", [("error", "\(error)")])
             }
+            guard
+                let sink = QueuedSink(
+                    .mqtt, settings: settings, spool: context.spool, logger: context.logger,
+                    healthChanged: context.stateChanged, delivered: context.delivered),
+                let session = sink.transport as? MQTTTransport
+            else { return nil }
+            session.setStatus { context.deviceStatus(for: QueuedSinkKind.mqtt.name) }
+            sink.start()
+            return sink
         },
-        reload: { sink, current, new in
-            // Kept when nothing changed (a reconnect backoff ends), unless a refusal paused it.
-            if case .paused = sink.currentHealth { return false }
-            guard current == new else { return false }
-            sink.resume()
-            return true
-        },
+        reload: { sink, _, new in sink.update(new) },
         started: {
             (
                 "scans also go to the MQTT broker",
@@ -56,14 +52,18 @@ extension SinkSlotKind where Running == MQTTSink, Settings == MQTTSettings {
         status: { running, context in
             // `mqtt`: the sink's health from the running sink and its queue from the spool; null when not
             // configured.
-            guard let sink = running?.sink else { return .null }
+            guard let (sink, settings) = running else { return .null }
             let (state, reason) = sink.currentHealth.mqttState
             let stats = sink.currentStats
             return .object([
                 ("state", .string(state)), ("reason", reason.map(JSONValue.string) ?? .null),
-                ("broker", .string(sink.settings.endpoint)), ("topics", .string(sink.settings.topicBase)),
-                ("pending", .integer((try? context.spool.sinkStats(named: MQTTSink.sinkName))?.pending ?? 0)),
-                ("published", .integer(stats.published)), ("acknowledged", .integer(stats.acknowledged)),
+                ("broker", .string(settings.endpoint)), ("topics", .string(settings.topicBase)),
+                (
+                    "pending",
+                    .integer((try? context.spool.sinkStats(named: QueuedSinkKind.mqtt.name))?.pending ?? 0)
+                ),
+                ("published", .integer(stats.attempts)), ("acknowledged", .integer(stats.delivered)),
+                ("refused", .integer(stats.dead)),
             ])
         },
         metrics: { sink, _, context, m in
@@ -74,17 +74,18 @@ extension SinkSlotKind where Running == MQTTSink, Settings == MQTTSettings {
                 help: "1 for the MQTT sink's current state (as `status` shows it)")
             m.add(
                 "plings_bridge_mqtt_pending",
-                Double((try? context.spool.sinkStats(named: MQTTSink.sinkName))?.pending ?? 0),
+                Double((try? context.spool.sinkStats(named: QueuedSinkKind.mqtt.name))?.pending ?? 0),
                 help: "Scans queued for the MQTT broker")
             let stats = sink.currentStats
             m.addCounter(
-                "plings_bridge_mqtt_published_total", stats.published,
+                "plings_bridge_mqtt_published_total", stats.attempts,
                 help: "Scan messages handed to the broker connection (repeats included)")
             m.addCounter(
-                "plings_bridge_mqtt_acknowledged_total", stats.acknowledged,
+                "plings_bridge_mqtt_acknowledged_total", stats.delivered,
                 help: "Scan messages the broker acknowledged (PUBACK)")
             m.addCounter(
-                "plings_bridge_mqtt_connects_total", stats.connects, help: "Connections the broker accepted")
+                "plings_bridge_mqtt_connects_total", (sink.transport as? MQTTTransport)?.connects ?? 0,
+                help: "Connections the broker accepted")
         })
 }
 

@@ -27,12 +27,22 @@ public struct QueuedSinkKind<Settings: Sendable & Equatable>: Sendable {
         @Sendable (_ current: @escaping @Sendable () -> Settings, Logger) -> (any QueuedSinkTransport)?
     /// The lines its runner logs (`QueuedSinkVoice.named(name)` unless the sink has its own words).
     public let voice: @Sendable (_ current: @escaping @Sendable () -> Settings) -> QueuedSinkVoice
+    /// The backoff after failures (the runner's 1 s to 5 min unless the kind has its own: a broker reconnects
+    /// within 30 s).
+    public let backoff: Backoff
+    /// The health before the first answer: healthy, or `starting` for a sink that must connect first.
+    public let initialHealth: SinkHealth.State
+    /// Whether new settings reach the running sink in place (else a new sink replaces it). By default, unless they
+    /// ask for another worker count; a broker session takes no new settings in place.
+    public let inPlace: @Sendable (_ old: Settings, _ new: Settings) -> Bool
 
     public init(
         name: String, settings: @escaping @Sendable (SinkConfiguration) throws -> Settings?,
         describe: @escaping @Sendable (Settings) -> [(String, String)],
         workers: @escaping @Sendable (Settings) -> Int = { _ in 1 },
         secrets: @escaping @Sendable (Settings) -> [String] = { _ in [] },
+        backoff: Backoff = QueuedSinkRunner.backoff, initialHealth: SinkHealth.State = .healthy,
+        inPlace: (@Sendable (Settings, Settings) -> Bool)? = nil,
         voice: (@Sendable (@escaping @Sendable () -> Settings) -> QueuedSinkVoice)? = nil,
         transport: @escaping @Sendable (@escaping @Sendable () -> Settings, Logger) -> (any QueuedSinkTransport)?
     ) {
@@ -41,6 +51,9 @@ public struct QueuedSinkKind<Settings: Sendable & Equatable>: Sendable {
         self.describe = describe
         self.workers = workers
         self.secrets = secrets
+        self.backoff = backoff
+        self.initialHealth = initialHealth
+        self.inPlace = inPlace ?? { old, new in workers(old) == workers(new) }
         self.voice = voice ?? { _ in .named(name) }
         self.transport = transport
     }
@@ -54,6 +67,8 @@ public final class QueuedSink<Settings: Sendable & Equatable>: Service, SlotSink
     private let current: Mutex<Settings>
     private let runner: QueuedSinkRunner
     private let logger: Logger
+    /// What sends for it (the broker session of MQTT, whose connection count the metrics show).
+    public let transport: any QueuedSinkTransport
 
     /// A sink for `settings`, not yet started; nil when its transport cannot be made (the maker logged why).
     public init?(
@@ -67,10 +82,12 @@ public final class QueuedSink<Settings: Sendable & Equatable>: Service, SlotSink
         self.kind = kind
         self.current = current
         self.logger = logger
+        self.transport = transport
         runner = QueuedSinkRunner(
             name: kind.name, sink: kind.name, spool: spool, transport: transport,
             workers: max(1, kind.workers(settings)),
-            voice: kind.voice(read), logger: logger, healthChanged: healthChanged, delivered: delivered)
+            voice: kind.voice(read), logger: logger, healthChanged: healthChanged, delivered: delivered,
+            backoff: kind.backoff, initialHealth: kind.initialHealth)
     }
 
     /// The settings the next request goes under.
@@ -83,13 +100,16 @@ public final class QueuedSink<Settings: Sendable & Equatable>: Service, SlotSink
     /// Starts the workers and the thread that claims for them.
     public func start() { runner.start() }
 
-    /// A scan was committed: look for work now.
-    public func wake() { runner.wake() }
+    /// A scan was committed (or the device's state changed): look for work now.
+    public func wake() {
+        runner.wake()
+        transport.wake()
+    }
 
     /// A reload: `new` reaches the next request (false when it asks for another worker count: then a new sink
     /// must replace this one), and a pause or a backoff ends at once, for the operator fixed something.
     public func update(_ new: Settings) -> Bool {
-        guard kind.workers(new) == kind.workers(settings) else { return false }
+        guard kind.inPlace(settings, new) else { return false }
         kind.secrets(new).forEach(logger.addSecret)
         current.withLock { $0 = new }
         runner.resume()

@@ -19,19 +19,96 @@ public protocol QueuedSinkTransport: Sendable {
     /// Scans one request may carry now (1: each alone); asked before every claim, so a reload applies at once.
     var batchSize: Int { get }
     /// How long a claimed scan is reserved: the request's timeout plus a margin. If the process dies, another
-    /// one sends the scan again after this long.
+    /// one sends the scan again after this long. (Not used in capture order: nothing is leased there.)
     var lease: Double { get }
+    /// The kind's rule of order (`perIdentifier` unless said otherwise).
+    var order: QueuedSinkOrder { get }
     /// A connection for one worker (its own keep-alive client); nil when none can be made (logged by the maker).
     func connect() -> (any QueuedSinkConnection)?
+    /// Starts what the transport keeps beside the workers (a broker session with its own network thread), before
+    /// the first claim. `link` is how it tells the runner that its connection came or went: while it is down
+    /// nothing is claimed, and when it is back the backlog is due at once.
+    func start(_ link: QueuedSinkLink)
+    /// Ends it after the workers have stopped, by the monotonic `deadline`.
+    func stop(deadline: Double)
+    /// The service's state changed (a commit, a source, a sink): a transport that publishes it looks again.
+    func wake()
+    /// A reload reached the sink: a transport waiting to connect again tries now.
+    func resume()
+}
+
+extension QueuedSinkTransport {
+    public var order: QueuedSinkOrder { .perIdentifier }
+    public func start(_ link: QueuedSinkLink) {}
+    public func stop(deadline: Double) {}
+    public func wake() {}
+    public func resume() {}
+}
+
+/// A kind's rule of order, which its claims follow.
+public enum QueuedSinkOrder: Sendable {
+    /// A later scan of an identifier never overtakes an earlier one; other identifiers go on (the API, a webhook:
+    /// docs/contracts.md, "Delivery order"). Claims are leased, batches kept for a retry under the same key.
+    case perIdentifier
+    /// Every scan in the order it was read, whatever its identifier (MQTT: a subscriber sees the reads in their
+    /// order): a claim never skips a pending scan, so one waiting out its backoff holds those behind it. The
+    /// requests of several workers are handed to the transport in claim order (`QueuedSinkConnection.handOver`).
+    case capture
+}
+
+/// How a transport with a connection of its own (MQTT's broker session) tells its runner what became of it, and
+/// learns how long to wait before connecting again. Health is the runner's (one `SinkHealth` per sink, with the
+/// kind's backoff); the transport says what happened and logs its own words when a call says health changed.
+/// Every change is also kept as the sink's problem in the spool (`spool stats` in another process).
+public final class QueuedSinkLink: Sendable {
+    private struct Target: Sendable { weak var runner: QueuedSinkRunner? }
+    private let target = Mutex(Target())
+
+    public init() {}
+
+    func bind(_ runner: QueuedSinkRunner) { target.withLock { $0.runner = runner } }
+    private var runner: QueuedSinkRunner? { target.withLock { $0.runner } }
+
+    /// Connected: healthy, and what waits out a backoff is due now. True when health changed (it was starting,
+    /// failing or paused).
+    @discardableResult
+    public func connected() -> Bool { runner?.transportConnected() ?? false }
+    /// The connection failed or was lost: failing (the status follows the latest reason unless `replacing` is
+    /// false: a bare result code says less than the reason already known), nothing claimed until it is back. True
+    /// when health started failing. A failure during a pause changes nothing.
+    @discardableResult
+    public func failed(reason: String, replacing: Bool = true) -> Bool {
+        runner?.transportFailed(reason: reason, replacing: replacing) ?? false
+    }
+    /// Refused for a reason only a person can fix (a login): paused until a reload or the pause's end. True when
+    /// it was not paused yet.
+    @discardableResult
+    public func paused(reason: String) -> Bool { runner?.transportPaused(reason: reason) ?? false }
+    /// The wait before the next connection attempt (monotonic seconds from now): the pause's rest while paused,
+    /// else the backoff for the failures so far, which it counts (at least 3/4 of the backoff's ceiling).
+    /// `forgiving`: the connection that ended had lasted; the backoff starts again from its first step.
+    public func retryDelay(forgiving: Bool = false) -> Double {
+        runner?.transportRetryDelay(forgiving: forgiving) ?? 1
+    }
+    /// True while a pause (not yet over) is in force.
+    public var isPaused: Bool { runner?.transportIsPaused ?? false }
 }
 
 /// One worker's connection. Only its worker calls `deliver`; `cancel` may come from any thread.
 public protocol QueuedSinkConnection: Sendable {
+    /// Hands `batch` over before it is delivered: called as the worker takes the request, under the runner's lock,
+    /// so requests are handed over in claim order whatever the workers' timing (capture order's transports queue
+    /// the messages here; nothing else needs it). Must not block.
+    func handOver(_ batch: DeliveryBatch)
     /// Sends `batch` (one or more scans, in capture order, under `batch.key`); blocks until an answer or the
     /// transport's timeout. nil: cancelled before an answer (shutdown), nothing is counted.
     func deliver(_ batch: DeliveryBatch) -> QueuedAnswer?
     /// Abandons the request in progress and every later one (shutdown).
     func cancel()
+}
+
+extension QueuedSinkConnection {
+    public func handOver(_ batch: DeliveryBatch) {}
 }
 
 /// What a sink says when its health changes or a scan is refused: every line of the runner's own is the sink's.
@@ -51,6 +128,8 @@ public struct QueuedSinkVoice: Sendable {
     public var deliveredScan: String
     /// The subject of the runner's other lines ("api: delivery", "webhook: delivery").
     public var prefix: String
+    /// Said when a reload ends a backoff (the next attempt goes now).
+    public var reloaded: String
 
     public init(
         prefix: String, deliveredScan: String, failing: @escaping @Sendable (String) -> Line,
@@ -64,6 +143,7 @@ public struct QueuedSinkVoice: Sendable {
         self.paused = paused
         self.refusedScan = refusedScan
         self.refusedBatches = refusedBatches
+        reloaded = "\(prefix): configuration reloaded; trying again now"
     }
 
     /// One line per delivered (debug) or dead (warning) scan; failures and pauses are told once per change of
@@ -147,6 +227,8 @@ public final class QueuedSinkRunner: Service {
         var spoolFailures = 0
         /// A reload ended a backoff: the scans waiting out theirs are made due before the next claim.
         var backlogDueRequested = false
+        /// The transport says it has no connection (`QueuedSinkLink`): nothing is claimed until it is back.
+        var connectionDown = false
     }
 
     /// One request's scans.
@@ -176,6 +258,10 @@ public final class QueuedSinkRunner: Service {
     private let delivered: @Sendable () -> Void
     /// Jitter in 0...1 (injected by tests).
     private let random: @Sendable () -> Double
+    /// How the transport reports its connection (bound to this runner).
+    private let link = QueuedSinkLink()
+    /// Serialises the writes of the sink's problem to the spool, so an older one never lands after a newer one.
+    private let problemWrites = Mutex(0)
 
     /// The backoff after failed attempts (1 s doubling to 5 min, full jitter).
     public static let backoff = Backoff(base: 1, cap: 300)
@@ -188,7 +274,8 @@ public final class QueuedSinkRunner: Service {
     public init(
         name: String, sink: String, spool: Spool, transport: any QueuedSinkTransport, workers: Int,
         voice: QueuedSinkVoice, logger: Logger, healthChanged: @escaping @Sendable () -> Void = {},
-        delivered: @escaping @Sendable () -> Void = {},
+        delivered: @escaping @Sendable () -> Void = {}, backoff: Backoff = QueuedSinkRunner.backoff,
+        initialHealth: SinkHealth.State = .healthy,
         random: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
     ) {
         self.name = name
@@ -201,7 +288,12 @@ public final class QueuedSinkRunner: Service {
         self.delivered = delivered
         self.random = random
         state = Monitor(
-            State(health: SinkHealth(backoff: QueuedSinkRunner.backoff, pauseDuration: QueuedSinkRunner.pauseDuration)))
+            State(
+                health: SinkHealth(
+                    backoff: backoff, pauseDuration: QueuedSinkRunner.pauseDuration, initial: initialHealth)))
+        // A sink that starts `starting` must connect first: it claims nothing until its transport says so.
+        state.withLock { $0.connectionDown = initialHealth == .starting }
+        link.bind(self)
     }
 
     /// Delivery health, for `status` and the metrics.
@@ -210,6 +302,7 @@ public final class QueuedSinkRunner: Service {
 
     /// Starts the coordinator and the workers.
     public func start() {
+        transport.start(link)
         state.withLock {
             $0.coordinatorRunning = true
             $0.workersRunning = workerCount
@@ -233,20 +326,24 @@ public final class QueuedSinkRunner: Service {
     /// A reload (new settings reached the transport, or the same again): a pause or a backoff ends at once, for
     /// the operator fixed something (the URL, the network, the credential) and the next attempt goes now.
     public func resume() {
-        let (resumed, retrying) = state.update { s in
+        let resumed = state.update { s -> Bool in
             s.wakeRequested = true
             s.batchesRefused = false
             s.singly.removeAll()
             let retrying = s.health.endBackoff(clock: MonotonicClock.now())
             if retrying { s.backlogDueRequested = true }
-            return (s.health.endPause(), retrying)
+            let resumed = s.health.endPause()
+            // Said under the lock a transport's "connected" passes through (`QueuedSinkLink`), and before the
+            // transport is told to connect now: the log keeps the events' order.
+            if resumed {
+                logger.info("\(voice.prefix) resumed: configuration reloaded")
+            } else if retrying {
+                logger.info(voice.reloaded)
+            }
+            return resumed
         }
-        if resumed {
-            logger.info("\(voice.prefix) resumed: configuration reloaded")
-            healthChanged()
-        } else if retrying {
-            logger.info("\(voice.prefix): configuration reloaded; trying again now")
-        }
+        if resumed { healthChanged() }
+        transport.resume()
     }
 
     /// Stops taking work; requests in flight get until one second before the monotonic `deadline` to finish,
@@ -267,6 +364,7 @@ public final class QueuedSinkRunner: Service {
             state.wait(until: deadline, for: finished)
         }
         workers.join(until: deadline)
+        transport.stop(deadline: deadline)
     }
 
     // MARK: coordinator
@@ -274,7 +372,7 @@ public final class QueuedSinkRunner: Service {
     /// What the coordinator does next, decided under the lock.
     private enum Step {
         case stop
-        case claim(requests: Int, batchSize: Int, busy: Set<String>, makeDue: Set<String>?)
+        case claim(requests: Int, batchSize: Int, busy: Set<String>, inFlight: Set<String>, makeDue: Set<String>?)
         case sleep(until: Double)
     }
 
@@ -297,7 +395,8 @@ public final class QueuedSinkRunner: Service {
                         return .claim(
                             requests: capacity,
                             batchSize: s.batchesRefused || !s.singly.isEmpty ? 1 : transport.batchSize,
-                            busy: Set(s.inFlight.values), makeDue: s.backlogDueRequested ? Set(s.inFlight.keys) : nil)
+                            busy: Set(s.inFlight.values), inFlight: Set(s.inFlight.keys),
+                            makeDue: s.backlogDueRequested ? Set(s.inFlight.keys) : nil)
                     }
                     if let dueAt { sleepUntil = min(sleepUntil, max(dueAt, now)) }
                 }
@@ -306,13 +405,13 @@ public final class QueuedSinkRunner: Service {
             switch step {
             case .stop:
                 break loop
-            case .claim(let capacity, let batchSize, let busy, let makeDue):
+            case .claim(let capacity, let batchSize, let busy, let inFlight, let makeDue):
                 let wallNow = Date()
                 if let inFlight = makeDue { _ = try? ledger.makeBackoffDue(now: wallNow, except: inFlight) }
                 let claimed: [DeliveryBatch]
                 do {
-                    claimed = try ledger.claimBatches(
-                        now: wallNow, lease: transport.lease, batches: capacity, batchSize: batchSize, busy: busy)
+                    claimed = try claim(
+                        now: wallNow, batches: capacity, batchSize: batchSize, busy: busy, inFlight: inFlight)
                 } catch {
                     spoolRefused(error, now: now)
                     dueAt = nil
@@ -343,7 +442,11 @@ public final class QueuedSinkRunner: Service {
                 // scan waiting behind one of its identifier in flight is not counted: that worker's completion
                 // wakes us. A head due now that the claim did not take (another process leased it between the
                 // two queries) gets a short timer rather than a busy loop.
-                let due = (try? ledger.nextDueTime(now: wallNow)) ?? nil
+                let due: Date?
+                switch transport.order {
+                case .perIdentifier: due = (try? ledger.nextDueTime(now: wallNow)) ?? nil
+                case .capture: due = (try? ledger.nextDueInCaptureOrder(now: wallNow, busy: inFlight)) ?? nil
+                }
                 dueAt = due.map { date in
                     let wait = date.timeIntervalSince(wallNow)
                     return wait > 0 ? now + min(wait, Spool.longestWait) : now + 0.5
@@ -372,8 +475,90 @@ public final class QueuedSinkRunner: Service {
     /// How many more requests may be claimed now: up to twice the workers while healthy, so a worker never waits
     /// for the next claim transaction; while failing or paused one probe at a time, once the backoff is over.
     private func capacity(_ s: State, now: Double) -> Int {
+        if s.connectionDown { return 0 }
         if s.health.isHealthy { return 2 * workerCount - s.requests }
         return s.health.isOpen(at: now) && s.requests == 0 ? 1 : 0
+    }
+
+    /// Claims by the kind's rule of order: per identifier (leased, a retried batch kept whole), or in capture
+    /// order (skipping the scans in flight, none behind one that is not due), cut into requests of `batchSize`.
+    private func claim(now: Date, batches: Int, batchSize: Int, busy: Set<String>, inFlight: Set<String>)
+        throws(SpoolError) -> [DeliveryBatch]
+    {
+        switch transport.order {
+        case .perIdentifier:
+            return try ledger.claimBatches(
+                now: now, lease: transport.lease, batches: batches, batchSize: batchSize, busy: busy)
+        case .capture:
+            let size = max(1, batchSize)
+            let records = try ledger.claimInCaptureOrder(now: now, limit: batches * size, busy: inFlight)
+            return stride(from: 0, to: records.count, by: size).map { start in
+                let members = Array(records[start..<min(start + size, records.count)])
+                return DeliveryBatch(
+                    key: members.count == 1 ? members[0].id : UUID().uuidString.lowercased(), records: members)
+            }
+        }
+    }
+
+    // MARK: the transport's connection (`QueuedSinkLink`)
+
+    fileprivate func transportConnected() -> Bool {
+        let changed = state.update { s -> Bool in
+            s.connectionDown = false
+            s.wakeRequested = true
+            s.backlogDueRequested = true
+            let before = s.health.state
+            // The backoff's exponent stays until the connection has lasted (the transport forgives it then).
+            _ = s.health.connected(clock: MonotonicClock.now())
+            return before != s.health.state
+        }
+        if changed { problemChanged(nil) }
+        return changed
+    }
+
+    fileprivate func transportFailed(reason: String, replacing: Bool) -> Bool {
+        let (started, changed) = state.update { s -> (Bool, Bool) in
+            s.connectionDown = true
+            let before = s.health.state
+            if case .failing = before, !replacing { return (false, false) }
+            let change = s.health.noteFailure(
+                reason: reason, now: Date(), clock: MonotonicClock.now(), keepFirstReason: false)
+            return (change != nil, before != s.health.state)
+        }
+        if changed { problemChanged(reason) }
+        return started
+    }
+
+    fileprivate func transportPaused(reason: String) -> Bool {
+        let newly = state.update { s -> Bool in
+            s.connectionDown = true
+            return s.health.pause(reason: reason, now: Date(), clock: MonotonicClock.now()) != nil
+        }
+        problemChanged(reason)
+        return newly
+    }
+
+    fileprivate func transportRetryDelay(forgiving: Bool) -> Double {
+        state.update { s in
+            let clock = MonotonicClock.now()
+            if s.health.isPaused, let notBefore = s.health.notBefore, notBefore > clock { return notBefore - clock }
+            if forgiving { s.health.forgiveFailures() }
+            return s.health.scheduleRetry(clock: clock, random: 0.75 + 0.25 * random())
+        }
+    }
+
+    fileprivate var transportIsPaused: Bool {
+        state.withLock { s in s.health.isPaused && !s.health.isOpen(at: MonotonicClock.now()) }
+    }
+
+    /// Health changed: `status` follows at once, and the sink's problem is kept in the spool for other processes
+    /// (`spool stats`). The write happens outside the lock (it may wait for another writer).
+    private func problemChanged(_ reason: String?) {
+        problemWrites.withLock { writes in
+            writes += 1
+            try? ledger.recordProblem(reason, now: Date())
+        }
+        healthChanged()
     }
 
     /// The spool refuses even our bookkeeping (disk full, I/O error): back off instead of retrying at once, and
@@ -406,6 +591,8 @@ public final class QueuedSinkRunner: Service {
                     return true
                 }
                 s.jobs.removeFirst()
+                // Handed over in claim order, under the lock: the order capture-order transports keep.
+                connection.handOver(next.batch)
                 next.sentAt = MonotonicClock.now()
                 s.stats.attempts += next.batch.records.count
                 job = next

@@ -5,7 +5,7 @@ import Platform
 import Spool
 
 /// What a slot runs: a sink made for one set of settings, already started, woken after commits, stopped by a
-/// deadline. `QueuedSink` (the API, the webhook) and `MQTTSink` are such sinks.
+/// deadline. `QueuedSink` (the API, MQTT, the webhook) is such a sink.
 public protocol SlotSink: AnyObject, Sendable {
     /// Scans were committed: look at the spool again. Never blocks.
     func wake()

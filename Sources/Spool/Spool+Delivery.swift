@@ -5,11 +5,11 @@ import Foundation
 /// lease), keeping which were sent together in a batch, recording each scan's outcome (attempts, its own backoff,
 /// last error, the answer), and the sink's next wake-up. Its rule of order is per identifier: a later scan of an
 /// identifier never overtakes an earlier one (docs/contracts.md, "Delivery order"); a scan without an identifier
-/// (an unrecognized read, queued for a webhook) waits for none. The queue sink runner keeps the API's and the
-/// webhook's queues with it, by the sink's name: the statements bind the name as `?9`, so none of them names a
+/// (an unrecognized read, queued for a webhook) waits for none. The queue sink runner keeps every sink's queue
+/// with it (the API's, MQTT's, the webhook's), by the sink's name: the statements bind the name as `?9`, so none of them names a
 /// sink. The records it hands out carry this sink's delivery state (attempts, last error, lease) where
-/// `Spool.record(id:)` gives the API's, the scan's state by contract. A sink whose transport keeps its own order
-/// and window (MQTT) reads its queue in capture order and records acknowledgements through the same ledger. It
+/// `Spool.record(id:)` gives the API's, the scan's state by contract. A kind whose rule is capture order over
+/// every identifier (MQTT) claims with `claimInCaptureOrder` and records through the same calls. It
 /// runs on the `bookkeeping` connection (`synchronous=NORMAL`, see `Spool`); accepting scans and operator actions
 /// are in Spool.swift, which sinks are fed and their counts in Spool+Sinks.swift.
 public struct DeliveryLedger: Sendable {
@@ -307,6 +307,56 @@ extension DeliveryLedger {
         }
     }
 
+    /// Claims up to `limit` scans for a sink whose rule of order is capture order over every identifier (MQTT: a
+    /// subscriber sees the scans in the order they were read): the oldest pending scans, skipping those in `busy`
+    /// (ids this process has in flight), and none behind a scan that is not due yet (its backoff), so nothing
+    /// overtakes it. No lease is written: only the service sends to such a sink, and a service that died left
+    /// nothing another process waits out (its next start sends from the oldest pending scan again).
+    public func claimInCaptureOrder(now: Date, limit: Int, busy: Set<String>) throws(SpoolError) -> [ScanRecord] {
+        guard limit > 0 else { return [] }
+        return try spool.withBookkeeping { db throws(SQLiteError) in
+            let s = try prepare(
+                db,
+                """
+                SELECT \(Spool.columns), \(Spool.dueCondition) FROM \(Spool.pendingRows) ORDER BY a.seq LIMIT ?2
+                """)
+            try s.bind(1, Timestamp.format(now))
+            try s.bind(2, limit + busy.count)
+            try s.bind(3, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
+            var claimed: [ScanRecord] = []
+            while try s.step() {
+                let record = Spool.record(s)
+                if busy.contains(record.id) { continue }
+                guard s.int(Spool.columnCount) != 0 else { break }
+                claimed.append(record)
+                if claimed.count == limit { break }
+            }
+            s.reset()
+            return claimed
+        }
+    }
+
+    /// When the oldest pending scan not in `busy` becomes due, for a sink in capture order (see
+    /// `claimInCaptureOrder`); nil when none is pending. A time further ahead of `now` than `longestWait` counts as
+    /// due (a wall clock stepped back).
+    public func nextDueInCaptureOrder(now: Date, busy: Set<String>) throws(SpoolError) -> Date? {
+        try spool.withBookkeeping { db throws(SQLiteError) in
+            let s = try prepare(
+                db, "SELECT s.id, a.next_attempt_at FROM \(Spool.pendingRows) ORDER BY a.seq LIMIT ?1")
+            try s.bind(1, busy.count + 1)
+            while try s.step() {
+                guard let id = s.string(0), !busy.contains(id) else { continue }
+                let next = s.string(1).flatMap(Timestamp.parse)
+                s.reset()
+                guard let next, next.timeIntervalSince(now) <= Spool.longestWait else {
+                    return Date(timeIntervalSince1970: 0)
+                }
+                return next
+            }
+            return nil
+        }
+    }
+
     /// The earliest time a pending scan that heads its identifier becomes due (scans behind an earlier one of
     /// their identifier wait for it, not for a time), for the forwarder's sleep; nil when none is pending.
     /// A time further ahead of `now` than `longestWait` counts as due (a wall clock stepped back).
@@ -443,9 +493,8 @@ extension DeliveryLedger {
     }
 }
 
-/// A sink whose transport keeps its own window and order (MQTT: libmosquitto holds the QoS 1 messages it was
-/// handed and resends them in order after a reconnect) reads its queue in capture order and records
-/// acknowledgements as they come, without claims or leases.
+/// A sink's queue by capture position, for an operator's tools and the tests: what is queued after a position, a
+/// refusal recorded by position, and the sink's problem for `spool stats` in other processes.
 extension DeliveryLedger {
     /// Up to `limit` scans queued for the sink after capture position `afterSeq`, in capture order.
     public func pending(afterSeq: Int, limit: Int) throws(SpoolError) -> [SinkItem] {
@@ -462,24 +511,6 @@ extension DeliveryLedger {
             var items: [SinkItem] = []
             while try s.step() { items.append(SinkItem(seq: s.int(Spool.columnCount), record: Spool.record(s))) }
             return items
-        }
-    }
-
-    /// Records that the sink acknowledged these scans (one transaction), and clears the sink's last problem.
-    public func recordAcknowledged(seqs: [Int], now: Date) throws(SpoolError) {
-        guard !seqs.isEmpty else { return }
-        try spool.withBookkeeping { db throws(SQLiteError) in
-            try db.transaction { () throws(SQLiteError) in
-                let s = try prepare(
-                    db, "UPDATE sink_queue SET state = 'delivered', delivered_at = ?2 WHERE sink = ?9 AND seq = ?1")
-                try s.bind(2, Timestamp.format(now))
-                for seq in seqs {
-                    try s.bind(1, seq)
-                    try s.step()
-                }
-                try prepare(db, "UPDATE sinks SET last_error = NULL WHERE name = ?9 AND last_error IS NOT NULL")
-                    .step()
-            }
         }
     }
 

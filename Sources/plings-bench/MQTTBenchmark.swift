@@ -5,6 +5,7 @@ import Foundation
 import Logging
 import MQTT
 import Platform
+import Plugins
 import Spool
 
 /// Drain of a spooled backlog to a real Mosquitto broker at QoS 1 against a baseline paho-mqtt client
@@ -101,22 +102,21 @@ enum MQTTBenchmark {
         var rssGrowthMB = 0.0
     }
 
-    /// Times an MQTTSink from start (connect included, as for the baseline) until every scan is acknowledged.
+    /// Times the MQTT sink (the queue sink runner with the broker session) from start (connect included, as for
+    /// the baseline) until every scan is acknowledged.
     static func drain(_ spool: Spool, count: Int, settings: MQTTSettings) -> DrainResult {
-        let sink = MQTTSink(spool: spool, settings: settings, logger: Logger(minimum: .error), status: { .object([]) })
-        let start = MonotonicClock.now()
-        do {
-            try sink.start()
-        } catch {
-            print("mqtt sink: \(error)")
+        guard let sink = QueuedSink(.mqtt, settings: settings, spool: spool, logger: Logger(minimum: .error)) else {
+            print("mqtt sink: cannot be made")
             return DrainResult()
         }
+        let start = MonotonicClock.now()
+        sink.start()
         var rssAfterWarmup: Double?
         var rssMax = 0.0
         while true {
             // Progress is polled every 20 ms: this is the benchmark's own clock, not the product's.
             usleep(20_000)
-            let acknowledged = sink.currentStats.acknowledged
+            let acknowledged = sink.currentStats.delivered
             let rss = DrainBenchmark.residentMB()
             if rssAfterWarmup == nil, acknowledged >= count / 10 { rssAfterWarmup = rss }
             if rssAfterWarmup != nil { rssMax = max(rssMax, rss) }

@@ -4,10 +4,12 @@ import Foundation
 import Logging
 import MQTT
 import Platform
+import Plugins
 import Spool
 import Testing
 
-/// The MQTT sink in this process against a real Mosquitto: its health (the `SinkHealth` every sink shares) goes
+/// The MQTT sink (the queue sink runner with the broker session) in this process against a real Mosquitto: its
+/// health (the `SinkHealth` every sink shares) goes
 /// from starting to publishing on the broker's CONNACK, to failing when the broker goes away, and back; each
 /// change is told once, and what was queued meanwhile is published.
 @Suite(.serialized)
@@ -25,11 +27,13 @@ struct MQTTSinkInProcessTests {
             password: nil, topicBase: "plings/test/inproc", deviceID: "inproc", keepalive: 10, maxInflight: 10)
         let changes = Monitor(0)
         let recorded = Monitor(0)
-        let sink = MQTTSink(
-            spool: spool, settings: settings, logger: Logger(minimum: .error), status: { .object([]) },
+        try spool.registerSink(QueuedSinkKind.mqtt.name)
+        let made = QueuedSink(
+            .mqtt, settings: settings, spool: spool, logger: Logger(minimum: .error),
             healthChanged: { changes.update { $0 += 1 } }, delivered: { recorded.update { $0 += 1 } })
+        let sink = try #require(made)
         #expect(sink.currentHealth == .starting)
-        try sink.start()
+        sink.start()
         defer { sink.stop(timeout: 2) }
         #expect(changes.wait(until: MonotonicClock.deadline(after: 10)) { $0 >= 1 })
         #expect(sink.currentHealth == .healthy)
@@ -51,7 +55,7 @@ struct MQTTSinkInProcessTests {
         #expect(sink.currentHealth == .healthy)
         // The acknowledgement recorded in the spool (the sink tells it through `delivered`).
         #expect(recorded.wait(until: MonotonicClock.deadline(after: 10)) { $0 >= 1 })
-        #expect(sink.currentStats.acknowledged == 1)
+        #expect(sink.currentStats.delivered == 1)
         // Failing is one change however many reconnects failed; so is its end.
         #expect(changes.withLock { $0 } == 3)
     }

@@ -91,7 +91,8 @@ import Testing
         let workers = [
             "pipeline", "spool-watch", "status", "retention", "spool-check", "gpsd", "hid-reader", "hidpos-reader",
             "serial-reader",
-            "nfc-pcsc", "nfc-feedback", "api", "api-0", "mqtt", "mqtt-network", "webhook", "http-feed",
+            "nfc-pcsc", "nfc-feedback", "api", "api-0", "mqtt", "mqtt-0", "mqtt-network", "mqtt-status", "webhook",
+            "http-feed",
             "http-retry",
         ]
         let results = WorkerEndTests.runEach(workers, config: config, dir: dir) { worker in
@@ -164,7 +165,8 @@ import Testing
         defer { dir.remove() }
         let config = try WorkerEndTests.config(dir, brokerPort: 9)
         let workers = [
-            "pipeline", "status", "api", "api-0", "mqtt", "mqtt-network", "webhook", "http-feed",
+            "pipeline", "status", "api", "api-0", "mqtt", "mqtt-0", "mqtt-network", "mqtt-status", "webhook",
+            "http-feed",
             "http-retry", "spool-watch", "hid-reader", "hidpos-reader", "serial-reader", "nfc-pcsc", "gpsd",
         ]
         // The watchdog's pings go nowhere here (no socket at that path): the exit and its line are what count.

@@ -32,7 +32,9 @@ struct SpoolDamageTests {
         try spool.registerSink("mqtt")
         for n in 1...300 { try spool.insert([scan(n)]) }
         let queued = try spool.ledger("mqtt").pending(afterSeq: 0, limit: 1000)
-        try spool.ledger("mqtt").recordAcknowledged(seqs: queued.filter { $0.seq % 2 == 0 }.map(\.seq), now: Date())
+        for item in queued where item.seq % 2 == 0 {
+            try spool.ledger("mqtt").recordOutcome(id: item.record.id, outcome: .delivered(response: ""), now: Date())
+        }
         let records = try spool.list()
         let pending = Set(try spool.ledger("mqtt").pending(afterSeq: 0, limit: 1000).map(\.record.id))
         try spool.withTestConnection { db throws(SQLiteError) in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
