@@ -9,6 +9,19 @@ extension MQTTTransport {
     // MARK: events (libmosquitto's callbacks, on the network thread inside `loop`)
 
     func handle(_ event: MQTTEvent) {
+        // A PUBACK, the common event, wakes the waiting threads only when it completes a request or is the offline
+        // status's: every other one is recorded without waking anyone (a drain is thousands a second).
+        if case .puback(let mid, let code) = event {
+            let wake = state.withLock { s in
+                if mid == s.offlineMid {
+                    s.offlineAcked = true
+                    return true
+                }
+                return takeAck(&s, mid: mid, code: code)
+            }
+            if wake { state.update { _ in } }
+            return
+        }
         state.update { s in
             s.ticks += 1
             switch event {
@@ -31,14 +44,15 @@ extension MQTTTransport {
                     lose(&s)
                     if code != 0 && !s.stopping { connectionLost(&s, code: code) }
                 }
-            case .puback(let mid, let code):
-                if mid == s.offlineMid { s.offlineAcked = true }
-                s.acks.append((mid, code))
+            case .puback:
+                break  // above
             case .log(let text):
                 // TLS failures are told only here (while connecting); once connected, warnings change nothing.
                 if !s.stopping, !s.connected { s.events.append(.failed(text)) }
             }
         }
+        // The status thread looks again (a connection means its messages go again).
+        statusTicks.update { $0 += 1 }
     }
 
     /// The connection is gone: the requests handed to it end (`deliver` answers their unacknowledged scans
@@ -47,7 +61,7 @@ extension MQTTTransport {
         s.connected = false
         s.connection += 1
         s.messages.removeAll()
-        s.acks.removeAll()
+        s.outgoing.removeAll()
     }
 
     /// The broker or the network ended a working connection. A broker closes a connection whenever another client
@@ -166,5 +180,6 @@ extension MQTTTransport {
             $0.networkRunning = false
             $0.ticks += 1
         }
+        statusTicks.update { $0 += 1 }
     }
 }

@@ -27,10 +27,12 @@ extension MQTTTransport {
                 publishDiscovery(client)
                 continue
             }
-            let (until, ticks) = state.withLock { s in
-                (s.connected && s.statusDue.isFinite ? s.statusDue : Double.infinity, s.ticks)
+            let ticks = statusTicks.withLock { $0 }
+            let (until, stopping) = state.withLock { s in
+                (s.connected && s.statusDue.isFinite ? s.statusDue : Double.infinity, s.stopping)
             }
-            state.wait(until: until) { $0.stopping || $0.ticks != ticks }
+            if stopping { break }
+            statusTicks.wait(until: until) { $0 != ticks }
         }
         state.update {
             $0.statusRunning = false

@@ -96,9 +96,9 @@ public final class QueuedSinkLink: Sendable {
 
 /// One worker's connection. Only its worker calls `deliver`; `cancel` may come from any thread.
 public protocol QueuedSinkConnection: Sendable {
-    /// Hands `batch` over before it is delivered: called as the worker takes the request, under the runner's lock,
-    /// so requests are handed over in claim order whatever the workers' timing (capture order's transports queue
-    /// the messages here; nothing else needs it). Must not block.
+    /// Hands `batch` over before it is delivered: called by the worker that took the request, one request at a
+    /// time and in the order they were claimed, whatever the workers' timing (capture order's transports queue the
+    /// messages here; nothing else needs it). Must not block.
     func handOver(_ batch: DeliveryBatch)
     /// Sends `batch` (one or more scans, in capture order, under `batch.key`); blocks until an answer or the
     /// transport's timeout. nil: cancelled before an answer (shutdown), nothing is counted.
@@ -229,6 +229,17 @@ public final class QueuedSinkRunner: Service {
         var backlogDueRequested = false
         /// The transport says it has no connection (`QueuedSinkLink`): nothing is claimed until it is back.
         var connectionDown = false
+        /// Requests taken by workers, and those of them handed to the transport: each is handed over in the order
+        /// it was taken (claim order), outside this lock.
+        var taken = 0
+        var handedOver = 0
+        /// Capture order: the highest position claimed; the next claim reads after it. Everything at or below it
+        /// is claimed, settled, or one of the scans `lookBelow` is for.
+        var cursor = 0
+        /// Capture order: a scan at or below the cursor may be pending and not in flight (an answer other than
+        /// delivered or refused, a release, a reconnect, a reload): the next claim reads from the oldest pending
+        /// scan, past those in flight.
+        var lookBelow = true
     }
 
     /// One request's scans.
@@ -240,6 +251,8 @@ public final class QueuedSinkRunner: Service {
         /// When a worker took it to send (monotonic): a failure of a request sent before the last recorded one is
         /// the same round's, not another probe's (`SinkHealth.failed`).
         var sentAt: Double = 0
+        /// Its place among the requests workers took (see `State.taken`).
+        var turn = 0
     }
 
     /// The thread and log name ("api", "webhook").
@@ -328,6 +341,7 @@ public final class QueuedSinkRunner: Service {
     public func resume() {
         let resumed = state.update { s -> Bool in
             s.wakeRequested = true
+            s.lookBelow = true
             s.batchesRefused = false
             s.singly.removeAll()
             let retrying = s.health.endBackoff(clock: MonotonicClock.now())
@@ -491,7 +505,19 @@ public final class QueuedSinkRunner: Service {
                 now: now, lease: transport.lease, batches: batches, batchSize: batchSize, busy: busy)
         case .capture:
             let size = max(1, batchSize)
-            let records = try ledger.claimInCaptureOrder(now: now, limit: batches * size, busy: inFlight)
+            let (afterSeq, below) = state.update { s -> (Int, Bool) in
+                defer { s.lookBelow = false }
+                return (s.lookBelow ? 0 : s.cursor, s.lookBelow)
+            }
+            var items = try ledger.claimInCaptureOrder(
+                now: now, afterSeq: afterSeq, limit: batches * size, busy: below ? inFlight : [])
+            if items.isEmpty, !below {
+                // Caught up: one look from the oldest pending scan, for one revived below the cursor (`spool retry`
+                // in another process, a salvage). Cheap then: little is pending.
+                items = try ledger.claimInCaptureOrder(now: now, afterSeq: 0, limit: batches * size, busy: inFlight)
+            }
+            state.update { s in s.cursor = max(s.cursor, items.last?.seq ?? 0) }
+            let records = items.map(\.record)
             return stride(from: 0, to: records.count, by: size).map { start in
                 let members = Array(records[start..<min(start + size, records.count)])
                 return DeliveryBatch(
@@ -505,6 +531,7 @@ public final class QueuedSinkRunner: Service {
     fileprivate func transportConnected() -> Bool {
         let changed = state.update { s -> Bool in
             s.connectionDown = false
+            s.lookBelow = true
             s.wakeRequested = true
             s.backlogDueRequested = true
             let before = s.health.state
@@ -591,8 +618,8 @@ public final class QueuedSinkRunner: Service {
                     return true
                 }
                 s.jobs.removeFirst()
-                // Handed over in claim order, under the lock: the order capture-order transports keep.
-                connection.handOver(next.batch)
+                next.turn = s.taken
+                s.taken += 1
                 next.sentAt = MonotonicClock.now()
                 s.stats.attempts += next.batch.records.count
                 job = next
@@ -607,6 +634,11 @@ public final class QueuedSinkRunner: Service {
                 state.update { $0.workersRunning -= 1 }
                 return
             }
+            // Handed over in the order the requests were taken, which is claim order: the order a capture-order
+            // transport keeps. Outside the lock, so the claims and the other workers go on meanwhile.
+            state.wait { $0.handedOver == job.turn }
+            connection.handOver(job.batch)
+            state.update { $0.handedOver += 1 }
             let (changed, backlogDueAt) = send(job, connection: connection)
             if changed { healthChanged() }
             delivered()
@@ -632,6 +664,7 @@ public final class QueuedSinkRunner: Service {
     /// Takes every job not yet sent off the queue; returns their scans, to be released.
     private static func dropQueuedJobs(_ s: inout State) -> [String] {
         let ids = s.jobs.flatMap { $0.batch.records.map(\.id) }
+        if !ids.isEmpty { s.lookBelow = true }
         s.requests -= s.jobs.count
         s.jobs.removeAll()
         for id in ids { s.inFlight.removeValue(forKey: id) }
@@ -680,7 +713,16 @@ public final class QueuedSinkRunner: Service {
         case .each(let outcomes)?:
             keepBatch = false
             let scans = batch.records.map(\.id)
-            records = zip(scans, outcomes).map { id, outcome in (id, applied(outcome, now: now)) }
+            // Health follows each outcome, under one lock for the request (a broker's request is hundreds).
+            let results = state.withLock { s in
+                outcomes.map { apply($0, scans: 1, sentAt: job.sentAt, now: now, to: &s) }
+            }
+            records = zip(scans, zip(outcomes, results)).map { id, pair in
+                let (outcome, result) = pair
+                changed = changed || result.healthChanged
+                if result.backlogDue { backlogDueAt = now }
+                return (id, QueuedSinkRunner.attemptRecord(outcome, retryAt: result.time, now: now))
+            }
             told = Array(zip(outcomes, scans))
         case .refused(let reason)?:
             keepBatch = false
@@ -696,6 +738,8 @@ public final class QueuedSinkRunner: Service {
         }
         state.withLock { s in
             for (id, record) in records where record != .released { s.singly.remove(id) }
+            // A scan not settled by this answer is pending again below the cursor.
+            if records.contains(where: { !QueuedSinkRunner.settles($0.record) }) { s.lookBelow = true }
         }
         record(batch.key, records, keepBatch: keepBatch, now: now)
         for (outcome, id) in told { voice.tell(outcome, id: id, logger: logger) }
@@ -756,6 +800,14 @@ public final class QueuedSinkRunner: Service {
             let line = voice.paused(outcome)
             logger.error(line.message, line.fields)
             return (nil, false, true)
+        }
+    }
+
+    /// Whether what an answer left on a scan takes it out of the queue (delivered or refused).
+    static func settles(_ record: AttemptRecord) -> Bool {
+        switch record {
+        case .outcome(.delivered), .outcome(.dead): return true
+        default: return false
         }
     }
 

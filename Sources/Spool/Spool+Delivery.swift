@@ -308,28 +308,34 @@ extension DeliveryLedger {
     }
 
     /// Claims up to `limit` scans for a sink whose rule of order is capture order over every identifier (MQTT: a
-    /// subscriber sees the scans in the order they were read): the oldest pending scans, skipping those in `busy`
-    /// (ids this process has in flight), and none behind a scan that is not due yet (its backoff), so nothing
-    /// overtakes it. No lease is written: only the service sends to such a sink, and a service that died left
-    /// nothing another process waits out (its next start sends from the oldest pending scan again).
-    public func claimInCaptureOrder(now: Date, limit: Int, busy: Set<String>) throws(SpoolError) -> [ScanRecord] {
+    /// subscriber sees the scans in the order they were read): the oldest pending scans after capture position
+    /// `afterSeq`, skipping those in `busy` (ids this process has in flight), and none behind a scan that is not
+    /// due yet (its backoff), so nothing overtakes it. Each with its position, for the caller's next `afterSeq`.
+    /// No lease is written: only the service sends to such a sink, and a service that died left nothing another
+    /// process waits out (its next start sends from the oldest pending scan again).
+    public func claimInCaptureOrder(now: Date, afterSeq: Int, limit: Int, busy: Set<String>) throws(SpoolError)
+        -> [SinkItem]
+    {
         guard limit > 0 else { return [] }
         return try spool.withBookkeeping { db throws(SQLiteError) in
+            // Scans in flight are skipped by SQLite (one lookup each in a table it builds once from the list); a
+            // caller that knows none lie after `afterSeq` passes an empty list.
             let s = try prepare(
                 db,
                 """
-                SELECT \(Spool.columns), \(Spool.dueCondition) FROM \(Spool.pendingRows) ORDER BY a.seq LIMIT ?2
+                SELECT \(Spool.columns), \(Spool.dueCondition), a.seq FROM \(Spool.pendingRows)
+                  AND a.seq > ?5 AND s.id NOT IN (SELECT value FROM json_each(?4))
+                ORDER BY a.seq LIMIT ?2
                 """)
             try s.bind(1, Timestamp.format(now))
-            try s.bind(2, limit + busy.count)
+            try s.bind(2, limit)
             try s.bind(3, Timestamp.format(now.addingTimeInterval(Spool.longestWait)))
-            var claimed: [ScanRecord] = []
+            try s.bind(4, busy.isEmpty ? "[]" : JSONValue.array(busy.map { .string($0) }).encoded())
+            try s.bind(5, afterSeq)
+            var claimed: [SinkItem] = []
             while try s.step() {
-                let record = Spool.record(s)
-                if busy.contains(record.id) { continue }
                 guard s.int(Spool.columnCount) != 0 else { break }
-                claimed.append(record)
-                if claimed.count == limit { break }
+                claimed.append(SinkItem(seq: s.int(Spool.columnCount + 1), record: Spool.record(s)))
             }
             s.reset()
             return claimed

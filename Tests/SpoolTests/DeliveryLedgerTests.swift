@@ -49,6 +49,38 @@ struct DeliveryLedgerTests {
         #expect(try spool.api.claimDeliverable(now: now, lease: 30, limit: 5, busy: []).map(\.id) == [same[0].id])
     }
 
+    /// A capture-order sink (MQTT: a subscriber sees the reads in the order they were read) claims the oldest
+    /// pending scans whatever their identifier, passes over those in flight, never claims past a scan waiting out
+    /// its backoff (nothing may overtake it), and reads on from a position it was given.
+    @Test func captureOrderClaimsNeverOvertakeAWaitingScan() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = try Spool(path: dir.file("s.sqlite"))
+        try spool.registerSink("broker")
+        let all = scans(["A", "B", "A", "C", "B"])
+        try spool.insert(all)
+        let broker = spool.ledger("broker")
+        let now = Date()
+        let first = try broker.claimInCaptureOrder(now: now, afterSeq: 0, limit: 2, busy: [])
+        #expect(first.map(\.record.id) == [all[0].id, all[1].id])
+        // Two in flight: the next claim passes over them, in capture order across identifiers (A after B).
+        let next = try broker.claimInCaptureOrder(now: now, afterSeq: 0, limit: 10, busy: [all[0].id, all[1].id])
+        #expect(next.map(\.record.id) == Array(all[2...].map(\.id)))
+        // From a position: only what lies after it.
+        let after = try broker.claimInCaptureOrder(now: now, afterSeq: first[1].seq, limit: 10, busy: [])
+        #expect(after.map(\.record.id) == Array(all[2...].map(\.id)))
+        // The first scan backs off: nothing is claimed behind it until it is due, and then it comes first.
+        try broker.recordAttempts(
+            batch: all[0].id, [(all[0].id, .outcome(.retry(reason: "connection lost", nextAttempt: now + 30)))],
+            keepBatch: false, now: now)
+        try broker.recordOutcome(id: all[1].id, outcome: .delivered(response: ""), now: now)
+        #expect(try broker.claimInCaptureOrder(now: now, afterSeq: 0, limit: 10, busy: []).isEmpty)
+        let due = try #require(try broker.nextDueInCaptureOrder(now: now, busy: []))
+        #expect(abs(due.timeIntervalSince(now + 30)) < 0.001)
+        let later = try broker.claimInCaptureOrder(now: now + 31, afterSeq: 0, limit: 10, busy: [])
+        #expect(later.map(\.record.id) == [all[0].id] + all[2...].map(\.id))
+    }
+
     @Test func aSecondSinkKeepsALedgerOfItsOwnBesideTheAPIs() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
