@@ -23,7 +23,6 @@ extension MQTTTransport {
             return
         }
         state.update { s in
-            s.ticks += 1
             switch event {
             case .connack(let code):
                 if code == 0 {
@@ -157,7 +156,6 @@ extension MQTTTransport {
                     if !s.stopping, s.events.isEmpty, !paused {
                         s.events.append(.failed(MQTTClient.describe(rc), replacing: false))
                     }
-                    s.ticks += 1
                     return s.stopping
                 }
                 tellRunner()
@@ -178,7 +176,6 @@ extension MQTTTransport {
         state.update {
             $0.connected = false
             $0.networkRunning = false
-            $0.ticks += 1
         }
         statusTicks.update { $0 += 1 }
     }

@@ -36,7 +36,6 @@ extension MQTTTransport {
         }
         state.update {
             $0.statusRunning = false
-            $0.ticks += 1
         }
     }
 

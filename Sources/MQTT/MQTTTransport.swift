@@ -54,10 +54,10 @@ extension QueuedSinkVoice {
 /// The broker session of the `mqtt` sink: one libmosquitto client per connection, its network thread, and the
 /// retained status message beside the scans (see `MQTTTransport+Session.swift` and `+Status.swift`).
 ///
-/// A request is a window of scans in capture order: `handOver` hands them to libmosquitto as the runner's worker
-/// takes the request (under the runner's lock, so requests go in claim order however many workers there are),
-/// and `deliver` waits for their PUBACKs. libmosquitto puts at most `maxInflight` on the wire and sends the next
-/// as each PUBACK comes; with `windows` requests in flight the wire stays full while a worker records its answers.
+/// A request is a run of scans in capture order: `handOver` takes them (the runner calls it in claim order however
+/// many workers there are), `feed` hands them to libmosquitto a few windows at a time, and `deliver` waits for their
+/// PUBACKs. libmosquitto puts at most `maxInflight` on the wire and sends the next as each PUBACK comes; with
+/// `windows` requests in flight the wire stays full while a worker records its answers.
 ///
 /// Capture order across a lost connection: libmosquitto would resend the messages it still holds after the next
 /// CONNACK, while the runner sends the same scans again from the spool; so a lost connection ends its client.
@@ -75,8 +75,6 @@ public final class MQTTTransport: QueuedSinkTransport {
     static let windowSize = 50
     /// Messages libmosquitto holds at once, in `maxInflight`s (see `feed`).
     static let heldWindows = 4
-    /// How long a refused login or a refused message pauses publishing (SIGHUP restarts the sink at once).
-    public static let refusalPause = QueuedSinkRunner.pauseDuration
     /// Reconnect backoff: 1 s doubling to this, with jitter.
     public static let maxReconnectDelay: Double = 30
     /// A connection that lasted this long (seconds) was not a flap: the backoff starts again at 1 s.
@@ -128,8 +126,6 @@ public final class MQTTTransport: QueuedSinkTransport {
         var reconnectNow = false
         var networkRunning = false
         var statusRunning = false
-        /// Bumped by every event, wake-up and stop, so a wait sees that something changed.
-        var ticks = 0
         // The retained status and Home Assistant's discovery (`+Status.swift`).
         var publishedStatus: String?
         var publishedDiscovery: [String: String] = [:]
@@ -187,7 +183,6 @@ public final class MQTTTransport: QueuedSinkTransport {
     public func wake() {
         state.update {
             $0.statusDue = min($0.statusDue, $0.statusLooked + 1)
-            $0.ticks += 1
         }
         statusTicks.update { $0 += 1 }
     }
@@ -196,7 +191,6 @@ public final class MQTTTransport: QueuedSinkTransport {
     public func resume() {
         state.update {
             $0.reconnectNow = true
-            $0.ticks += 1
         }
     }
 
@@ -206,7 +200,6 @@ public final class MQTTTransport: QueuedSinkTransport {
         threads.expectEnd()
         state.update {
             $0.stopping = true
-            $0.ticks += 1
         }
         statusTicks.update { $0 += 1 }
         state.wait(until: deadline) { !$0.statusRunning }

@@ -98,7 +98,7 @@ public final class WorkerThread: Sendable {
     }
 }
 
-/// The workers of one part (a forwarder's pool, a broker client's network and publisher threads), ended together.
+/// The workers of one part (a queue sink's workers, a broker session's network and status threads), ended together.
 public final class WorkerThreads: Sendable {
     private let workers = Mutex<[WorkerThread]>([])
 
