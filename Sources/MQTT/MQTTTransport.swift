@@ -181,9 +181,8 @@ public final class MQTTTransport: QueuedSinkTransport {
 
     /// A scan was committed, or the device's state changed: look at the status message (at most once a second).
     public func wake() {
-        state.update {
-            $0.statusDue = min($0.statusDue, $0.statusLooked + 1)
-        }
+        // Only the status thread cares, and it waits on `statusTicks`: no need to wake the workers on `state`.
+        state.withLock { $0.statusDue = min($0.statusDue, $0.statusLooked + 1) }
         statusTicks.update { $0 += 1 }
     }
 
@@ -281,8 +280,11 @@ public final class MQTTTransport: QueuedSinkTransport {
     /// comes, from its own thread; holding a few windows keeps the wire full without waiting for this hand-over.
     /// Holding no more keeps the offline status, sent at a clean stop behind what libmosquitto holds, quick to be
     /// acknowledged; the rest of a request waits here, where a stop drops it (its scans stay queued).
-    func feed(_ s: inout State) {
-        guard s.connected, !s.closing, let client = s.client else { return }
+    /// Returns whether a message libmosquitto would not take answered a request's last scan (its worker may go on).
+    @discardableResult
+    func feed(_ s: inout State) -> Bool {
+        guard s.connected, !s.closing, let client = s.client else { return false }
+        var completed = false
         let holdLimit = settings.maxInflight * MQTTTransport.heldWindows
         while s.messages.count < holdLimit, let message = s.outgoing.popFirst() {
             let (rc, mid) = client.publish(topic: message.topic, payload: message.payload)
@@ -302,7 +304,9 @@ public final class MQTTTransport: QueuedSinkTransport {
             }
             s.requests[message.key]?.outcomes[message.index] = outcome
             s.requests[message.key]?.waiting -= 1
+            if s.requests[message.key]?.waiting == 0 { completed = true }
         }
+        return completed
     }
 
     /// Waits for the PUBACKs of a request handed over: one outcome per scan, `retry` for those the lost
@@ -327,8 +331,8 @@ public final class MQTTTransport: QueuedSinkTransport {
         return .each(outcomes)
     }
 
-    /// Records one PUBACK on its request, in place (the status messages' are not ours). True when that answered
-    /// the request's last message: its worker may go on.
+    /// Records one PUBACK on its request, in place (the status messages' are not ours), and tops libmosquitto up.
+    /// True when that answered a request's last message: its worker may go on.
     func takeAck(_ s: inout State, mid: Int32, code: Int32) -> Bool {
         guard let (key, index) = s.messages.removeValue(forKey: mid), s.requests[key]?.outcomes[index] == nil
         else { return false }
@@ -337,8 +341,9 @@ public final class MQTTTransport: QueuedSinkTransport {
             ? .delivered(response: "")
             : .authPaused(reason: "the broker refused a message: \(MQTTClient.reason(code))")
         s.requests[key]?.waiting -= 1
-        feed(&s)
-        return s.requests[key]?.waiting == 0
+        let done = s.requests[key]?.waiting == 0
+        // A message the top-up could not hand over may complete another request.
+        return feed(&s) || done
     }
 }
 

@@ -409,7 +409,8 @@ public final class QueuedSinkRunner: Service {
                         return .claim(
                             requests: capacity,
                             batchSize: s.batchesRefused || !s.singly.isEmpty ? 1 : transport.batchSize,
-                            busy: Set(s.inFlight.values), inFlight: Set(s.inFlight.keys),
+                            busy: Set(s.inFlight.values),
+                            inFlight: transport.order == .capture ? Set(s.inFlight.keys) : [],
                             makeDue: s.backlogDueRequested ? Set(s.inFlight.keys) : nil)
                     }
                     if let dueAt { sleepUntil = min(sleepUntil, max(dueAt, now)) }
@@ -487,7 +488,8 @@ public final class QueuedSinkRunner: Service {
     }
 
     /// How many more requests may be claimed now: up to twice the workers while healthy, so a worker never waits
-    /// for the next claim transaction; while failing or paused one probe at a time, once the backoff is over.
+    /// for the next claim transaction; while failing or paused one probe at a time, once the backoff is over; none
+    /// while the transport says its connection is down.
     private func capacity(_ s: State, now: Double) -> Int {
         if s.connectionDown { return 0 }
         if s.health.isHealthy { return 2 * workerCount - s.requests }
@@ -505,7 +507,7 @@ public final class QueuedSinkRunner: Service {
                 now: now, lease: transport.lease, batches: batches, batchSize: batchSize, busy: busy)
         case .capture:
             let size = max(1, batchSize)
-            let (afterSeq, below) = state.update { s -> (Int, Bool) in
+            let (afterSeq, below) = state.withLock { s -> (Int, Bool) in
                 defer { s.lookBelow = false }
                 return (s.lookBelow ? 0 : s.cursor, s.lookBelow)
             }
@@ -516,7 +518,7 @@ public final class QueuedSinkRunner: Service {
                 // in another process, a salvage). Cheap then: little is pending.
                 items = try ledger.claimInCaptureOrder(now: now, afterSeq: 0, limit: batches * size, busy: inFlight)
             }
-            state.update { s in s.cursor = max(s.cursor, items.last?.seq ?? 0) }
+            state.withLock { s in s.cursor = max(s.cursor, items.last?.seq ?? 0) }
             let records = items.map(\.record)
             return stride(from: 0, to: records.count, by: size).map { start in
                 let members = Array(records[start..<min(start + size, records.count)])

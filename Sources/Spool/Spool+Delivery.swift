@@ -6,8 +6,8 @@ import Foundation
 /// last error, the answer), and the sink's next wake-up. Its rule of order is per identifier: a later scan of an
 /// identifier never overtakes an earlier one (docs/contracts.md, "Delivery order"); a scan without an identifier
 /// (an unrecognized read, queued for a webhook) waits for none. The queue sink runner keeps every sink's queue
-/// with it (the API's, MQTT's, the webhook's), by the sink's name: the statements bind the name as `?9`, so none of them names a
-/// sink. The records it hands out carry this sink's delivery state (attempts, last error, lease) where
+/// with it (the API's, MQTT's, the webhook's), by the sink's name: the statements bind the name as `?9`, so none
+/// of them names a sink. The records it hands out carry this sink's delivery state (attempts, last error, lease) where
 /// `Spool.record(id:)` gives the API's, the scan's state by contract. A kind whose rule is capture order over
 /// every identifier (MQTT) claims with `claimInCaptureOrder` and records through the same calls. It
 /// runs on the `bookkeeping` connection (`synchronous=NORMAL`, see `Spool`); accepting scans and operator actions
