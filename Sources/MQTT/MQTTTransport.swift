@@ -66,8 +66,10 @@ extension QueuedSinkVoice {
 /// this process except what the broker received but had not acknowledged (at least once; the scan `id` lets
 /// consumers drop the repeat).
 public final class MQTTTransport: QueuedSinkTransport {
-    /// Requests in flight at once (the runner's workers): one is recorded while the other is on the wire.
-    static let windows = 2
+    /// Requests in flight at once (the runner's workers): while one worker records its request's answers (one
+    /// spool transaction) the other two keep the wire full (measured: with two, the wire went idle whenever a
+    /// record took longer than a request's PUBACKs; `plings-bench mqtt`).
+    static let windows = 3
     /// A request's scans, in `maxInflight`s: each request's answers are one spool transaction, whose cost is
     /// mostly per transaction (the index pages it touches), so requests are large (measured: 40 scans a request
     /// drained 100,000 in 10 s, 500 in 4.6 s, 1,000 in 4.4-4.9 s; `plings-bench mqtt`). libmosquitto still holds
@@ -159,6 +161,8 @@ public final class MQTTTransport: QueuedSinkTransport {
     }
 
     public var batchSize: Int { settings.maxInflight * MQTTTransport.windowSize }
+    /// What libmosquitto holds at once: the wire is full from the first message while the next request is read.
+    public var openingBatchSize: Int { settings.maxInflight * MQTTTransport.heldWindows }
     public var lease: Double { 0 }
     public var order: QueuedSinkOrder { .capture }
     /// Connections the broker accepted, since start.
@@ -248,7 +252,8 @@ public final class MQTTTransport: QueuedSinkTransport {
     // MARK: requests (the runner's workers)
 
     /// Takes a request's scans (the runner calls it in claim order) into the queue `feed` hands to libmosquitto.
-    /// Without a connection nothing is taken and the request is answered "retry" at once. The payloads are made
+    /// Without a connection nothing is taken and the request is answered "retry" at once; once closing, it is
+    /// answered at once with no outcome. The payloads are made
     /// here, outside every lock.
     func handOver(_ batch: DeliveryBatch) {
         // The read, not its delivery state: a repeat after a lost connection carries the same bytes.
@@ -261,7 +266,10 @@ public final class MQTTTransport: QueuedSinkTransport {
             var request = Request(
                 outcomes: Array(repeating: nil, count: batch.records.count), waiting: batch.records.count,
                 connection: s.connection)
-            if s.connected, !s.closing {
+            if s.closing {
+                // Stopping: nothing more goes out, and the scans stay queued as they were (no outcome, no attempt).
+                request.waiting = 0
+            } else if s.connected {
                 s.outgoing.append(contentsOf: messages)
             } else {
                 request.connection = -1
@@ -382,5 +390,7 @@ struct MQTTWindow: QueuedSinkConnection {
 
     func handOver(_ batch: DeliveryBatch) { transport.handOver(batch) }
     func deliver(_ batch: DeliveryBatch) -> QueuedAnswer? { transport.deliver(batch) }
+    /// Closing is already graceful (what libmosquitto holds is still acknowledged): it begins at the stop.
+    func finish() { transport.beginClosing() }
     func cancel() { transport.beginClosing() }
 }

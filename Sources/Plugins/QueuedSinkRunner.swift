@@ -18,6 +18,10 @@ public enum QueuedAnswer: Sendable, Equatable {
 public protocol QueuedSinkTransport: Sendable {
     /// Scans one request may carry now (1: each alone); asked before every claim, so a reload applies at once.
     var batchSize: Int { get }
+    /// Scans the first request may carry when none is in flight (a start, a reconnect, a backlog after idling):
+    /// smaller for a transport whose requests are large, so the first message goes out before a whole request is
+    /// read. `batchSize` unless said otherwise.
+    var openingBatchSize: Int { get }
     /// How long a claimed scan is reserved: the request's timeout plus a margin. If the process dies, another
     /// one sends the scan again after this long. (Not used in capture order: nothing is leased there.)
     var lease: Double { get }
@@ -38,6 +42,7 @@ public protocol QueuedSinkTransport: Sendable {
 }
 
 extension QueuedSinkTransport {
+    public var openingBatchSize: Int { batchSize }
     public var order: QueuedSinkOrder { .perIdentifier }
     public func start(_ link: QueuedSinkLink) {}
     public func stop(deadline: Double) {}
@@ -103,12 +108,17 @@ public protocol QueuedSinkConnection: Sendable {
     /// Sends `batch` (one or more scans, in capture order, under `batch.key`); blocks until an answer or the
     /// transport's timeout. nil: cancelled before an answer (shutdown), nothing is counted.
     func deliver(_ batch: DeliveryBatch) -> QueuedAnswer?
+    /// The runner is stopping: nothing more is to be started, and what is already on its way may still be
+    /// answered (a broker's PUBACKs); the request in progress then ends with what was answered. Unlike `cancel`,
+    /// nothing sent is abandoned. Nothing to do for a transport whose requests are one exchange each.
+    func finish()
     /// Abandons the request in progress and every later one (shutdown).
     func cancel()
 }
 
 extension QueuedSinkConnection {
     public func handOver(_ batch: DeliveryBatch) {}
+    public func finish() {}
 }
 
 /// What a sink says when its health changes or a scan is refused: every line of the runner's own is the sink's.
@@ -215,6 +225,8 @@ public final class QueuedSinkRunner: Service {
         var requests = 0
         /// The other side refused a request of several scans as such: one scan per request until a reload.
         var batchesRefused = false
+        /// The size of the last request claimed, from which the next one grows (`requestSize`).
+        var lastRequestSize = 0
         /// Scans of a request refused for good as a whole: each goes alone, so only the one refused alone is dead.
         /// Requests carry one scan while any is left (or until nothing is due).
         var singly: Set<String> = []
@@ -360,8 +372,8 @@ public final class QueuedSinkRunner: Service {
         transport.resume()
     }
 
-    /// Stops taking work; requests in flight get until one second before the monotonic `deadline` to finish,
-    /// then are cancelled (their scans stay pending). Scans claimed but not yet sent are released at once.
+    /// Stops taking work; requests in flight are told to `finish` and get until one second before the monotonic
+    /// `deadline` to do so, then are cancelled (their scans stay pending). Scans claimed but not yet sent are released at once.
     /// Returns when every thread has stopped or the deadline has passed.
     public func stop(deadline: Double) {
         workers.expectEnd()
@@ -372,6 +384,9 @@ public final class QueuedSinkRunner: Service {
             return (s.connections, unsent)
         }
         for id in unsent { try? ledger.release(id: id) }
+        // A request that is many messages (a broker's window of windows) ends with what is on the wire, so its
+        // answers are recorded well before the deadline rather than cut off by it.
+        connections.forEach { $0.finish() }
         let finished: (inout State) -> Bool = { $0.workersRunning == 0 && !$0.coordinatorRunning }
         if !state.wait(until: deadline - 1, for: finished) {
             connections.forEach { $0.cancel() }
@@ -406,9 +421,11 @@ public final class QueuedSinkRunner: Service {
                     if s.wakeRequested || (dueAt.map { $0 <= now } ?? false) {
                         s.wakeRequested = false
                         defer { s.backlogDueRequested = false }
+                        // Capture-order requests are large (a broker's window of windows): one a claim, so the
+                        // first goes out while the next is read rather than after all of them.
                         return .claim(
-                            requests: capacity,
-                            batchSize: s.batchesRefused || !s.singly.isEmpty ? 1 : transport.batchSize,
+                            requests: transport.order == .capture ? 1 : capacity,
+                            batchSize: requestSize(&s),
                             busy: Set(s.inFlight.values),
                             inFlight: transport.order == .capture ? Set(s.inFlight.keys) : [],
                             makeDue: s.backlogDueRequested ? Set(s.inFlight.keys) : nil)
@@ -420,13 +437,13 @@ public final class QueuedSinkRunner: Service {
             switch step {
             case .stop:
                 break loop
-            case .claim(let capacity, let batchSize, let busy, let inFlight, let makeDue):
+            case .claim(let requests, let batchSize, let busy, let inFlight, let makeDue):
                 let wallNow = Date()
                 if let inFlight = makeDue { _ = try? ledger.makeBackoffDue(now: wallNow, except: inFlight) }
                 let claimed: [DeliveryBatch]
                 do {
                     claimed = try claim(
-                        now: wallNow, batches: capacity, batchSize: batchSize, busy: busy, inFlight: inFlight)
+                        now: wallNow, batches: requests, batchSize: batchSize, busy: busy, inFlight: inFlight)
                 } catch {
                     spoolRefused(error, now: now)
                     dueAt = nil
@@ -446,8 +463,8 @@ public final class QueuedSinkRunner: Service {
                             s.requests += 1
                             s.jobs.append(Job(batch: batch, probe: !s.health.isHealthy))
                         }
-                        // There may be more due work than capacity: look again as soon as there is room.
-                        if claimed.count == capacity { s.wakeRequested = true }
+                        // There may be more due work than was claimed: look again as soon as there is room.
+                        if claimed.count == requests { s.wakeRequested = true }
                     }
                     continue
                 }
@@ -485,6 +502,17 @@ public final class QueuedSinkRunner: Service {
             }
         }
         state.update { $0.coordinatorRunning = false }
+    }
+
+    /// Scans the next request may carry: one while requests of several are refused or some go alone; else the
+    /// transport's opening size when nothing is in flight, doubling with each request claimed while others are, up
+    /// to its `batchSize` (a broker's first message goes out before a whole window of windows is read).
+    private func requestSize(_ s: inout State) -> Int {
+        if s.batchesRefused || !s.singly.isEmpty { return 1 }
+        let opening = transport.openingBatchSize
+        let size = s.requests == 0 ? opening : min(transport.batchSize, max(opening, 2 * s.lastRequestSize))
+        s.lastRequestSize = size
+        return size
     }
 
     /// How many more requests may be claimed now: up to twice the workers while healthy, so a worker never waits
