@@ -499,42 +499,8 @@ extension DeliveryLedger {
     }
 }
 
-/// A sink's queue by capture position, for an operator's tools and the tests: what is queued after a position, a
-/// refusal recorded by position, and the sink's problem for `spool stats` in other processes.
+/// The sink's problem, kept for `spool stats` in other processes.
 extension DeliveryLedger {
-    /// Up to `limit` scans queued for the sink after capture position `afterSeq`, in capture order.
-    public func pending(afterSeq: Int, limit: Int) throws(SpoolError) -> [SinkItem] {
-        try spool.withBookkeeping { db throws(SQLiteError) in
-            let s = try prepare(
-                db,
-                """
-                SELECT \(Spool.columns), q.seq FROM sink_queue AS q JOIN scans AS s ON s.seq = q.seq
-                    \(Spool.recordJoin)
-                WHERE q.sink = ?9 AND q.state = 'pending' AND q.seq > ?1 ORDER BY q.seq LIMIT ?2
-                """)
-            try s.bind(1, afterSeq)
-            try s.bind(2, limit)
-            var items: [SinkItem] = []
-            while try s.step() { items.append(SinkItem(seq: s.int(Spool.columnCount), record: Spool.record(s))) }
-            return items
-        }
-    }
-
-    /// The sink can never take this scan (larger than the broker accepts): it leaves the queue as `refused`, the
-    /// reason kept as the sink's last problem, so it does not block the scans after it.
-    public func recordRefused(seq: Int, reason: String, now: Date) throws(SpoolError) {
-        try spool.withBookkeeping { db throws(SQLiteError) in
-            try db.transaction { () throws(SQLiteError) in
-                let s = try prepare(
-                    db, "UPDATE sink_queue SET state = 'refused', last_attempt_at = ?2 WHERE sink = ?9 AND seq = ?1")
-                try s.bind(1, seq)
-                try s.bind(2, Timestamp.format(now))
-                try s.step()
-                try recordProblem(reason, now: now, db: db)
-            }
-        }
-    }
-
     /// Keeps the sink's current problem (nil: none) for `spool stats` in other processes.
     public func recordProblem(_ reason: String?, now: Date) throws(SpoolError) {
         try spool.withBookkeeping { db throws(SQLiteError) in try recordProblem(reason, now: now, db: db) }

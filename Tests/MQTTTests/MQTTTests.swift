@@ -195,7 +195,10 @@ struct MQTTTests {
         for n in 1...2 { #expect(try run(s, ["scan", "https://s.plings.io/?t=q&i=Refused\(n)&p=2"]).status == 0) }
         do {
             let spool = try Spool(path: s.spoolPath)
-            for seq in 1...2 { try spool.ledger("mqtt").recordRefused(seq: seq, reason: "test: refused", now: Date()) }
+            for record in try spool.list(limit: 2) {
+                try spool.ledger("mqtt").recordOutcome(
+                    id: record.id, outcome: .dead(reason: "test: refused", response: ""), now: Date())
+            }
         }
         for n in 3...4 { #expect(try run(s, ["scan", "https://s.plings.io/?t=q&i=Later\(n)&p=2"]).status == 0) }
         let subscriber = try MQTTSubscriber(port: broker.port, topic: "plings/#")
@@ -336,7 +339,7 @@ struct MQTTTests {
         // only after the restart: a PUBACK of the dying broker recorded late (a slow disk) is not the bridge's.
         #expect(eventually(timeout: 10) { bridge.stderrText.contains("mqtt: cannot publish") })
         func queued() throws -> [String] {
-            try Spool(path: s.spoolPath).ledger("mqtt").pending(afterSeq: 0, limit: 1_000_000).map(\.record.id)
+            try Spool(path: s.spoolPath).list(state: .pending, sink: "mqtt").map(\.id)
         }
         var unacknowledged = try queued()
         for _ in 0..<20 {

@@ -31,12 +31,12 @@ struct SpoolDamageTests {
         let spool = try Spool(path: path, synchronous: .off)
         try spool.registerSink("mqtt")
         for n in 1...300 { try spool.insert([scan(n)]) }
-        let queued = try spool.ledger("mqtt").pending(afterSeq: 0, limit: 1000)
-        for item in queued where item.seq % 2 == 0 {
-            try spool.ledger("mqtt").recordOutcome(id: item.record.id, outcome: .delivered(response: ""), now: Date())
+        let queued = try spool.list(state: .pending, sink: "mqtt")
+        for (index, record) in queued.enumerated() where index % 2 == 1 {
+            try spool.ledger("mqtt").recordOutcome(id: record.id, outcome: .delivered(response: ""), now: Date())
         }
         let records = try spool.list()
-        let pending = Set(try spool.ledger("mqtt").pending(afterSeq: 0, limit: 1000).map(\.record.id))
+        let pending = Set(try spool.list(state: .pending, sink: "mqtt").map(\.id))
         try spool.withTestConnection { db throws(SQLiteError) in try db.execute("PRAGMA wal_checkpoint(TRUNCATE)") }
         return (records, pending)
     }
@@ -93,7 +93,7 @@ struct SpoolDamageTests {
             #expect(record.createdAt == original.createdAt && record.inputJSON == original.inputJSON)
         }
         // Delivered to the broker stays delivered, unless its delivery state was unreadable (then sent again).
-        let nowPending = Set(try spool.ledger("mqtt").pending(afterSeq: 0, limit: 2000).map(\.record.id))
+        let nowPending = Set(try spool.list(state: .pending, sink: "mqtt").map(\.id))
         let resent = nowPending.subtracting(mqttPending).subtracting([after.id])
         #expect(resent.count <= report.statesLost, "\(resent.count) delivered scans pending again: \(report)")
         // Capture order: every salvaged scan keeps its position, before the read that found the damage.

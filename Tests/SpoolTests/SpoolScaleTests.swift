@@ -72,9 +72,8 @@ struct SpoolScaleTests {
         #expect(try spool.retryDead() == 1)
         #expect(try spool.stats().counts == (try counted(spool)))
         // The MQTT sink's queue: 13 queued, 3 published; the purge below removes what both sinks are done with.
-        let items = try spool.ledger("mqtt").pending(afterSeq: 0, limit: 3)
-        for item in items {
-            try spool.ledger("mqtt").recordOutcome(id: item.record.id, outcome: .delivered(response: ""), now: now)
+        for record in try spool.list(state: .pending, sink: "mqtt", limit: 3) {
+            try spool.ledger("mqtt").recordOutcome(id: record.id, outcome: .delivered(response: ""), now: now)
         }
         let sink = try #require(try spool.sinkStats().first { $0.name == "mqtt" })
         #expect(sink.pending == 10 && sink.delivered == 3)
