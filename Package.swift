@@ -116,9 +116,7 @@ let package = Package(
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
         // Test support: process runners and rig launchers (never linked into the product).
-        .target(
-            name: "BridgeTestSupport", dependencies: ["BridgeCore", "CSysShim", "Platform"],
-            path: "Sources/BridgeTestSupport"),
+        .target(name: "BridgeTestSupport", dependencies: ["BridgeCore", "CSysShim", "Platform"]),
         .testTarget(
             name: "SpoolTests", dependencies: ["Spool", "BridgeCore", "BridgeTestSupport", "CSQLite", "Platform"]),
         .testTarget(name: "LocationTests", dependencies: ["Location", "BridgeCore", "BridgeTestSupport", "CGPSShim"]),
@@ -168,3 +166,31 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+/// The tree shows the machine: every target but the tests lives in `Sources/<role>/<name>`, its role one of these
+/// folders (docs/architecture.md, "Module graph", is drawn from them by scripts/module-graph.py).
+let layout: [String: [String]] = [
+    "Executables": ["plings-bridge", "plings-bench"],
+    // The composition root: sources -> pipeline -> spool -> sinks, through the registries.
+    "Composition": ["Bridge"],
+    // Where reads come from (and the position coupled to each).
+    "Readers": ["NFC", "HID", "HIDPOS", "Serial", "Location"],
+    // Where scans go.
+    "Sinks": ["Forwarder", "MQTT", "Webhook", "HTTPInterface"],
+    // The scan model, the pipeline, the spool and the contracts every reader and sink implements.
+    "Core": ["BridgeCore", "ReadPipeline", "Spool", "Plugins"],
+    // What every side uses of the system: clocks, threads, descriptors, udev, logging, HTTP, QR Codes.
+    "System": ["Platform", "Udev", "Logging", "HTTPTransport", "QRCode"],
+    // C libraries: shims and system-library module maps.
+    "C": [
+        "CSQLite", "CPCSCLite", "CCurlShim", "CSysShim", "CGPSShim", "CUDev", "CMosquittoShim", "CMicroHTTPDShim",
+        "CQREncode", "CCryptoShim", "CEvdevShim", "CXKBCommon",
+    ],
+    "TestSupport": ["BridgeTestSupport"],
+]
+for target in package.targets where target.type != .test {
+    guard let role = layout.first(where: { $0.value.contains(target.name) })?.key else {
+        fatalError("Package.swift: give \(target.name) a role in `layout`")
+    }
+    target.path = "Sources/\(role)/\(target.name)"
+}

@@ -1,4 +1,4 @@
-// libFuzzer target for the local interface's front (Sources/CMicroHTTPDShim/http_head.c): every byte a client
+// libFuzzer target for the local interface's front (Sources/C/CMicroHTTPDShim/http_head.c): every byte a client
 // sends before libmicrohttpd sees it. Built by scripts/fuzz with clang's -fsanitize=fuzzer,address,undefined.
 //
 // The input's first byte picks the head limit (so the 414/431 edges are reached with inputs of a few hundred
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../Sources/CMicroHTTPDShim/http_head.h"
+#include "../../Sources/C/CMicroHTTPDShim/http_head.h"
 
 struct look {
     enum http_head_verdict verdict;

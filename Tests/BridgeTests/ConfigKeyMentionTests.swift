@@ -117,7 +117,7 @@ struct ConfigKeyMentionTests {
         let sources = root.appending(path: "Sources")
         let files =
             FileManager.default.enumerator(atPath: sources.path())?.compactMap { $0 as? String }
-            .filter { $0.hasSuffix(".swift") && !$0.hasPrefix("BridgeTestSupport/") } ?? []
+            .filter { $0.hasSuffix(".swift") && !$0.hasPrefix("TestSupport/") } ?? []
         #expect(files.count > 100, "\(files.count) Swift files under \(sources.path())")
         var named = 0
         var unknown: [String] = []

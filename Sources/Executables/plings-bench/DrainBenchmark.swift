@@ -1,5 +1,6 @@
 import Bridge
 import BridgeCore
+import BridgeTestSupport
 import Forwarder
 import Foundation
 import Logging
@@ -33,9 +34,7 @@ enum DrainBenchmark {
             }
             i += 2
         }
-        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent()
-        let rigs = root.appendingPathComponent("Tests/Rigs").path
+        let rigs = Products.packageRoot.appendingPathComponent("Tests/Rigs").path
         let dir = NSTemporaryDirectory() + "plings-drain-\(getpid())"
         try? FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: dir) }

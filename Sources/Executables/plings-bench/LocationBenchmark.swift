@@ -1,4 +1,5 @@
 import BridgeCore
+import BridgeTestSupport
 import Foundation
 import Glibc
 import Location
@@ -117,11 +118,9 @@ enum LocationBenchmark {
         let port: Int
 
         init?(rate: Int) {
-            let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent()
             process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
             process.arguments = [
-                root.appendingPathComponent("Tests/Rigs/gps_rig.py").path, "--port", "0",
+                Products.rig("gps_rig.py"), "--port", "0",
                 "--rate", String(rate),
             ]
             process.standardInput = input

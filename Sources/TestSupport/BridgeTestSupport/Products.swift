@@ -3,9 +3,10 @@ import Platform
 
 /// Helpers for tests that run the real executables and rigs. Not linked into the product.
 public enum Products {
-    /// The package root (two levels above this file's `Sources/BridgeTestSupport`).
+    /// The package root (three levels above this file's `Sources/TestSupport/BridgeTestSupport`).
     public static let packageRoot: URL = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent()
 
     /// The built executable `name` from the same build directory as the running test bundle.
     public static func path(_ name: String) -> String {
