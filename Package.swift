@@ -51,26 +51,28 @@ let package = Package(
         .target(name: "BridgeCore"),
         // logfmt lines on stderr, shared by the I/O modules.
         .target(name: "Logging", dependencies: ["BridgeCore", "Platform"]),
-        // The contracts every read source and every sink implements, and what they share.
-        .target(name: "Plugins", dependencies: ["BridgeCore", "Logging", "Platform", "Spool"]),
+        // The read-source kit: the contract every read source implements, its module and context. No spool.
+        .target(name: "SourceKit", dependencies: ["BridgeCore", "Logging", "Platform"]),
+        // The sink kit: the contract every sink implements, the reload slot, the queue sink runner, the status board.
+        .target(name: "SinkKit", dependencies: ["BridgeCore", "Logging", "Platform", "Spool"]),
         // The durable SQLite spool.
         .target(name: "Spool", dependencies: ["BridgeCore", "CSQLite", "Platform"]),
         // A blocking HTTPS client over libcurl, for every sink that speaks HTTP (the API, webhooks).
         .target(name: "HTTPTransport", dependencies: ["CCurlShim"]),
         // Delivery to the API: the GraphQL request, the delivery loop, backoff.
         .target(
-            name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "HTTPTransport", "Platform", "Plugins"]),
+            name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "HTTPTransport", "Platform", "SinkKit"]),
         // Publishing scans and device health to an MQTT broker, from the spool (its own delivery state).
         .target(
-            name: "MQTT", dependencies: ["BridgeCore", "Logging", "Spool", "CMosquittoShim", "Platform", "Plugins"]),
+            name: "MQTT", dependencies: ["BridgeCore", "Logging", "Spool", "CMosquittoShim", "Platform", "SinkKit"]),
         // POSTing scans to a webhook, on the queued-sink runner.
         .target(
             name: "Webhook",
-            dependencies: ["BridgeCore", "CCryptoShim", "HTTPTransport", "Logging", "Plugins", "Spool"]),
+            dependencies: ["BridgeCore", "CCryptoShim", "HTTPTransport", "Logging", "SinkKit", "Spool"]),
         // The local HTTP interface: bench page, scan feed (server-sent events), status, metrics, health.
         .target(
             name: "HTTPInterface",
-            dependencies: ["BridgeCore", "Logging", "Spool", "CMicroHTTPDShim", "Platform", "Plugins"]),
+            dependencies: ["BridgeCore", "Logging", "Spool", "CMicroHTTPDShim", "Platform", "SinkKit"]),
         // QR Code symbols (libqrencode).
         .target(name: "QRCode", dependencies: ["CQREncode"]),
         // The gpsd client (one connection on its own thread) and the fixed-location fallback.
@@ -78,32 +80,33 @@ let package = Package(
         // USB HID barcode scanners: udev discovery and hot-plug, evdev reader, exclusive grab.
         .target(
             name: "HID",
-            dependencies: ["BridgeCore", "Logging", "Udev", "CEvdevShim", "CXKBCommon", "Platform", "Plugins"]),
+            dependencies: ["BridgeCore", "Logging", "Udev", "CEvdevShim", "CXKBCommon", "Platform", "SourceKit"]),
         // libudev for any subsystem: enumeration and the hot-plug monitor.
         .target(name: "Udev", dependencies: ["CUDev", "Logging", "Platform"]),
         // Serial barcode scanners (CDC-ACM, USB-serial): ttys named by serial.match, raw mode, framed by suffix.
-        .target(name: "Serial", dependencies: ["BridgeCore", "Logging", "Platform", "Plugins", "Udev"]),
+        .target(name: "Serial", dependencies: ["BridgeCore", "Logging", "Platform", "SourceKit", "Udev"]),
         // HID POS barcode scanners: hidraw nodes chosen by report descriptor, codes from Scanned Data Reports.
-        .target(name: "HIDPOS", dependencies: ["BridgeCore", "Logging", "Platform", "Plugins", "Udev"]),
+        .target(name: "HIDPOS", dependencies: ["BridgeCore", "Logging", "Platform", "SourceKit", "Udev"]),
         // PC/SC: context lifecycle, reader monitor, tag reading through pcscd.
         .target(
             name: "NFC",
-            dependencies: ["BridgeCore", "Logging", "CPCSCLite", "CCryptoShim", "Platform", "Plugins", "Udev"]),
+            dependencies: ["BridgeCore", "Logging", "CPCSCLite", "CCryptoShim", "Platform", "SourceKit", "Udev"]),
         // The read pipeline: debounce, couple the fix, parse, group commit to the spool.
         .target(name: "ReadPipeline", dependencies: ["BridgeCore", "Logging", "Spool", "Platform"]),
-        // Wiring: sources -> pipeline -> spool -> forwarder.
+        // Wiring: sources -> pipeline -> spool -> sinks, through the registries.
         .target(
             name: "Bridge",
             dependencies: [
                 "BridgeCore", "Logging", "Spool", "Forwarder", "MQTT", "Location", "HID", "NFC", "Serial", "CSysShim",
-                "Platform", "Plugins", "ReadPipeline", "HIDPOS", "HTTPInterface", "HTTPTransport", "Webhook",
+                "Platform", "SinkKit", "SourceKit", "ReadPipeline", "HIDPOS", "HTTPInterface", "HTTPTransport",
+                "Webhook",
             ]),
         // The CLI: thin.
         .executableTarget(
             name: "plings-bridge",
             dependencies: [
-                "Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform", "Plugins",
-                "Forwarder", "ReadPipeline", "QRCode",
+                "Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform", "SinkKit",
+                "SourceKit", "Forwarder", "ReadPipeline", "QRCode",
             ]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
@@ -111,7 +114,7 @@ let package = Package(
             dependencies: [
                 "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
                 "NFC", "BridgeTestSupport", "Platform", "MQTT", "CXKBCommon", "ReadPipeline", "HIDPOS", "Serial",
-                "HTTPInterface", "Plugins",
+                "HTTPInterface", "SinkKit", "SourceKit",
             ]),
 
         .testTarget(name: "BridgeCoreTests", dependencies: ["BridgeCore", "BridgeTestSupport"]),
@@ -130,7 +133,7 @@ let package = Package(
         .testTarget(
             name: "BridgeTests",
             dependencies: [
-                "Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Forwarder", "Serial", "Plugins", "Platform",
+                "Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Forwarder", "Serial", "SinkKit", "SourceKit", "Platform",
                 "BridgeTestSupport", "HIDPOS", "HTTPInterface", "Webhook",
             ]),
         .testTarget(
@@ -142,15 +145,15 @@ let package = Package(
         .testTarget(name: "HIDPOSTests", dependencies: ["HIDPOS", "BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
             name: "ForwarderTests",
-            dependencies: ["BridgeCore", "BridgeTestSupport", "Forwarder", "Logging", "Platform", "Plugins", "Spool"]),
+            dependencies: ["BridgeCore", "BridgeTestSupport", "Forwarder", "Logging", "Platform", "SinkKit", "Spool"]),
         .testTarget(
             name: "MQTTTests",
-            dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "MQTT", "Platform", "Plugins", "Spool"]),
+            dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "MQTT", "Platform", "SinkKit", "Spool"]),
         .testTarget(
             name: "HTTPInterfaceTests", dependencies: ["BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
-            name: "PluginsTests",
-            dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "Plugins", "Spool"]),
+            name: "SinkKitTests",
+            dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "Platform", "SinkKit", "Spool"]),
         .testTarget(
             name: "WebhookTests", dependencies: ["BridgeCore", "HTTPTransport", "Webhook"]),
         // The process-level tests: the real bridge with its real neighbours (receivers, brokers, spools).
@@ -178,7 +181,7 @@ let layout: [String: [String]] = [
     // Where scans go.
     "Sinks": ["Forwarder", "MQTT", "Webhook", "HTTPInterface"],
     // The scan model, the pipeline, the spool and the contracts every reader and sink implements.
-    "Core": ["BridgeCore", "ReadPipeline", "Spool", "Plugins"],
+    "Core": ["BridgeCore", "ReadPipeline", "Spool", "SourceKit", "SinkKit"],
     // What every side uses of the system: clocks, threads, descriptors, udev, logging, HTTP, QR Codes.
     "System": ["Platform", "Udev", "Logging", "HTTPTransport", "QRCode"],
     // C libraries: shims and system-library module maps.

@@ -3,7 +3,7 @@ import BridgeTestSupport
 import Forwarder
 import Foundation
 import Logging
-import Plugins
+import SinkKit
 import Platform
 import Spool
 import Testing

@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import MQTT
 import Platform
-import Plugins
+import SinkKit
 import Spool
 import Testing
 

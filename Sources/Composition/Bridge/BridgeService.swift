@@ -3,7 +3,8 @@ import Foundation
 import Location
 import Logging
 import Platform
-import Plugins
+import SinkKit
+import SourceKit
 import ReadPipeline
 import Spool
 

@@ -7,7 +7,8 @@ import HID
 import Location
 import Logging
 import NFC
-import Plugins
+import SinkKit
+import SourceKit
 import ReadPipeline
 import Spool
 

@@ -2,7 +2,8 @@ import BridgeCore
 import Forwarder
 import HTTPTransport
 import Logging
-import Plugins
+import SinkKit
+import SourceKit
 import Spool
 
 /// The `scan` command's delivery: one attempt through the API sink's own path (`QueuedSink.deliverOnce`),

@@ -2,7 +2,8 @@ import BridgeCore
 import Forwarder
 import Foundation
 import HID
-import Plugins
+import SinkKit
+import SourceKit
 
 /// Loads the configuration as docs/contracts.md, "Configuration" says: JSON file, then environment, then flags.
 public struct Settings: Sendable {

@@ -3,7 +3,8 @@ import Logging
 import Forwarder
 import HTTPInterface
 import MQTT
-import Plugins
+import SinkKit
+import SourceKit
 import Spool
 import Webhook
 

@@ -2,7 +2,8 @@ import BridgeCore
 import HID
 import HIDPOS
 import NFC
-import Plugins
+import SinkKit
+import SourceKit
 import Serial
 
 /// Every kind of read source the bridge has, in the order `status`, `doctor` and the start-up log show them. A new

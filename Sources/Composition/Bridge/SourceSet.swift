@@ -2,7 +2,8 @@ import BridgeCore
 import Foundation
 import Logging
 import Platform
-import Plugins
+import SinkKit
+import SourceKit
 import ReadPipeline
 
 /// The running read sources, one per registered kind the configuration enables (`SourceRegistry`). A reload

@@ -2,7 +2,8 @@ import BridgeCore
 import Foundation
 import Logging
 import Platform
-import Plugins
+import SinkKit
+import SourceKit
 import ReadPipeline
 import Spool
 

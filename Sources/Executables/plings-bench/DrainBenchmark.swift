@@ -6,7 +6,8 @@ import Foundation
 import Logging
 import Spool
 import Platform
-import Plugins
+import SinkKit
+import SourceKit
 
 /// Drain throughput of a spooled backlog against the API stand-in, against a baseline client doing the same
 /// POSTs as fast as it can (Tests/Rigs/api_baseline_client.py) with the same concurrency, in one run: with the

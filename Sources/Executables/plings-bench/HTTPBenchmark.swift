@@ -5,7 +5,8 @@ import Glibc
 import HTTPInterface
 import Logging
 import Platform
-import Plugins
+import SinkKit
+import SourceKit
 import ReadPipeline
 import Spool
 

@@ -5,7 +5,8 @@ import Foundation
 import Logging
 import MQTT
 import Platform
-import Plugins
+import SinkKit
+import SourceKit
 import Spool
 
 /// Drain of a spooled backlog to a real Mosquitto broker at QoS 1 against a baseline paho-mqtt client

@@ -1,5 +1,6 @@
 import Bridge
-import Plugins
+import SinkKit
+import SourceKit
 
 /// Every command of `plings-bridge`, each described once (`Command`): `--help`, the command list, the parser and
 /// dispatch all read this table. docs/contracts.md, "Command line", is the contract it implements.

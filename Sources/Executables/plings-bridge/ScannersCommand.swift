@@ -5,7 +5,8 @@ import HID
 import Logging
 import Spool
 import Platform
-import Plugins
+import SinkKit
+import SourceKit
 import QRCode
 import ReadPipeline
 

@@ -2,7 +2,7 @@ import BridgeCore
 import Foundation
 import Logging
 import Platform
-import Plugins
+import SourceKit
 
 /// The USB HID scanner source: finds scanners through udev, follows hot-plug, grabs each one, decodes its
 /// keystrokes and submits every completed line as a `Read` (`source.kind = hid`, device = stable name).

@@ -1,7 +1,7 @@
 import BridgeCore
 import Glibc
 import Platform
-import Plugins
+import SourceKit
 
 /// One candidate device as `plings-bridge scanners` reports it (docs/contracts.md, "Command line").
 public struct ScannerInfo: Sendable, Equatable {

@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 import Logging
 import Platform
-import Plugins
+import SourceKit
 import Udev
 
 /// Barcode scanners in HID POS mode (`hidpos` section): hidraw nodes whose report descriptor has a Bar Code Scanner

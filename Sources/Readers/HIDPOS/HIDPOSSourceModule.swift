@@ -1,7 +1,7 @@
 import BridgeCore
 import Glibc
 import Logging
-import Plugins
+import SourceKit
 import Udev
 
 extension HIDPOSConfig: SourceSection {}

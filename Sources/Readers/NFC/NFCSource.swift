@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 import Logging
 import Platform
-import Plugins
+import SourceKit
 
 /// The NFC source: watches PC/SC readers through pcscd and turns each tap into one `Read`.
 ///

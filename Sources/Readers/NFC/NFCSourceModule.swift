@@ -1,6 +1,6 @@
 import BridgeCore
 import Logging
-import Plugins
+import SourceKit
 
 extension SourceKind {
     /// Reads from NFC tags through PC/SC readers.

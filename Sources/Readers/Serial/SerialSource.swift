@@ -3,7 +3,7 @@ import Foundation
 import Glibc
 import Logging
 import Platform
-import Plugins
+import SourceKit
 import Udev
 
 /// Serial barcode scanners (`serial` section): ttys that a `serial.match` rule names, found through udev with

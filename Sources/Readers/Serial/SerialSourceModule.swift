@@ -1,7 +1,7 @@
 import BridgeCore
 import Logging
 import Platform
-import Plugins
+import SourceKit
 
 extension SerialConfig: SourceSection {}
 

@@ -1,7 +1,7 @@
 import BridgeCore
 import Foundation
 import HTTPTransport
-import Plugins
+import SinkKit
 
 /// `doctor`'s API check: one harmless request with the token, read-only for the running service.
 enum APIDoctor {

@@ -3,7 +3,7 @@ import Foundation
 import HTTPTransport
 import Logging
 import Platform
-import Plugins
+import SinkKit
 import Spool
 
 /// The API's side of the runner (docs/contracts.md, "HTTP request"): a keep-alive HTTP client per worker, each

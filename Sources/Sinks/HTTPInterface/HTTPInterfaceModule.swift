@@ -1,6 +1,6 @@
 import BridgeCore
 import Foundation
-import Plugins
+import SinkKit
 
 extension ScanSinkModule {
     /// The local HTTP interface (`http` section): the bench page, the scan feed, status, metrics and health.

@@ -2,7 +2,7 @@ import BridgeCore
 import Foundation
 import Logging
 import Platform
-import Plugins
+import SinkKit
 import Spool
 
 /// The local HTTP interface as a sink: it shows committed scans (the bench page, `/events`, `/scans`) and the

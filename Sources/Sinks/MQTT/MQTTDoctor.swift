@@ -1,6 +1,6 @@
 import BridgeCore
 import Foundation
-import Plugins
+import SinkKit
 
 /// `doctor`'s broker check, read-only for the running service (its own client id).
 enum MQTTDoctor {

@@ -2,7 +2,7 @@ import BridgeCore
 import Foundation
 import Logging
 import Platform
-import Plugins
+import SinkKit
 import Spool
 
 extension ScanSinkModule {

@@ -3,7 +3,7 @@ import CCryptoShim
 import Foundation
 import HTTPTransport
 import Logging
-import Plugins
+import SinkKit
 import Spool
 
 extension ScanSinkModule {

@@ -3,7 +3,7 @@ import BridgeTestSupport
 import Foundation
 import Logging
 import Platform
-import Plugins
+import SinkKit
 import Spool
 import Testing
 

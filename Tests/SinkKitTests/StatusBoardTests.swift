@@ -1,7 +1,7 @@
 import BridgeCore
 import Foundation
 import Platform
-import Plugins
+import SinkKit
 import Testing
 
 /// The one status every publisher reads (`StatusBoard`), with a builder thread as the status reporter runs one:
