@@ -7,7 +7,7 @@ import Spool
 /// What a queue sink module gives the runner: how its settings come from the configuration, what they show, how
 /// many workers they ask for, and the transport that sends under them. Everything else (threads, claims,
 /// outcomes, backoff, pause, reload, status, metrics, `scan`'s one attempt) is `QueuedSink`'s and the runner's.
-/// The API and the webhook are such kinds.
+/// The API, the webhook and MQTT are such kinds.
 public struct QueuedSinkKind<Settings: Sendable & Equatable>: Sendable {
     /// The spool queue, log prefix, thread and metric name ("api", "webhook").
     public let name: String
@@ -116,8 +116,8 @@ public final class QueuedSink<Settings: Sendable & Equatable>: Service, SlotSink
         return true
     }
 
-    /// Stops taking work; requests in flight get until one second before the monotonic `deadline` to finish, then
-    /// are cancelled (their scans stay queued).
+    /// Stops taking work (`QueuedSinkRunner.stop`): requests in flight are told to finish and get until one second
+    /// before the monotonic `deadline`, then are cancelled (their scans stay queued).
     public func stop(deadline: Double) { runner.stop(deadline: deadline) }
 
     /// `stop(deadline:)` with a deadline `timeout` seconds from now.

@@ -373,7 +373,8 @@ public final class QueuedSinkRunner: Service {
     }
 
     /// Stops taking work; requests in flight are told to `finish` and get until one second before the monotonic
-    /// `deadline` to do so, then are cancelled (their scans stay pending). Scans claimed but not yet sent are released at once.
+    /// `deadline` to do so, then are cancelled (their scans stay pending). Scans claimed but not yet sent are
+    /// released at once.
     /// Returns when every thread has stopped or the deadline has passed.
     public func stop(deadline: Double) {
         workers.expectEnd()

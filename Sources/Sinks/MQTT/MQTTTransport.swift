@@ -161,8 +161,10 @@ public final class MQTTTransport: QueuedSinkTransport {
     }
 
     public var batchSize: Int { settings.maxInflight * MQTTTransport.windowSize }
+    /// Messages libmosquitto holds at once (`feed`).
+    var heldMessages: Int { settings.maxInflight * MQTTTransport.heldWindows }
     /// What libmosquitto holds at once: the wire is full from the first message while the next request is read.
-    public var openingBatchSize: Int { settings.maxInflight * MQTTTransport.heldWindows }
+    public var openingBatchSize: Int { heldMessages }
     public var lease: Double { 0 }
     public var order: QueuedSinkOrder { .capture }
     /// Connections the broker accepted, since start.
@@ -253,8 +255,7 @@ public final class MQTTTransport: QueuedSinkTransport {
 
     /// Takes a request's scans (the runner calls it in claim order) into the queue `feed` hands to libmosquitto.
     /// Without a connection nothing is taken and the request is answered "retry" at once; once closing, it is
-    /// answered at once with no outcome. The payloads are made
-    /// here, outside every lock.
+    /// answered at once with no outcome. The payloads are made here, outside every lock.
     func handOver(_ batch: DeliveryBatch) {
         // The read, not its delivery state: a repeat after a lost connection carries the same bytes.
         let messages = zip(batch.records.indices, batch.records).map { index, record in
@@ -279,7 +280,7 @@ public final class MQTTTransport: QueuedSinkTransport {
         }
     }
 
-    /// Hands libmosquitto the next queued messages while it holds fewer than `holdLimit`: called after a request
+    /// Hands libmosquitto the next queued messages while it holds fewer than `heldMessages`: called after a request
     /// was taken and, on the network thread, after each PUBACK (publishing from libmosquitto's callback is
     /// allowed; it holds none of the locks `mosquitto_publish` takes). Each message's id is registered under the
     /// state's lock before its PUBACK can be matched.
@@ -293,8 +294,7 @@ public final class MQTTTransport: QueuedSinkTransport {
     func feed(_ s: inout State) -> Bool {
         guard s.connected, !s.closing, let client = s.client else { return false }
         var completed = false
-        let holdLimit = settings.maxInflight * MQTTTransport.heldWindows
-        while s.messages.count < holdLimit, let message = s.outgoing.popFirst() {
+        while s.messages.count < heldMessages, let message = s.outgoing.popFirst() {
             let (rc, mid) = client.publish(topic: message.topic, payload: message.payload)
             let outcome: DeliveryOutcome
             if MQTTClient.isSuccess(rc) {
