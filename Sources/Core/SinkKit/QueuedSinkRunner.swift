@@ -384,10 +384,11 @@ public final class QueuedSinkRunner: Service {
             s.jobs.removeAll()
             return (s.connections, unsent)
         }
-        for id in unsent { try? ledger.release(id: id) }
         // A request that is many messages (a broker's window of windows) ends with what is on the wire, so its
-        // answers are recorded well before the deadline rather than cut off by it.
+        // answers are recorded well before the deadline rather than cut off by it: told first, before any spool
+        // work, which on a loaded box takes part of the budget.
         connections.forEach { $0.finish() }
+        release(unsent)
         let finished: (inout State) -> Bool = { $0.workersRunning == 0 && !$0.coordinatorRunning }
         if !state.wait(until: deadline - 1, for: finished) {
             connections.forEach { $0.cancel() }
@@ -458,7 +459,10 @@ public final class QueuedSinkRunner: Service {
                     }
                 }
                 if !claimed.isEmpty {
-                    state.update { s in
+                    let stopped = state.update { s -> Bool in
+                        // The stop came during the claim: its jobs were already released and the workers are
+                        // leaving, so these go back too rather than sit claimed.
+                        if s.stopping { return true }
                         for batch in claimed {
                             for record in batch.records { s.inFlight[record.id] = record.identifier ?? record.id }
                             s.requests += 1
@@ -466,7 +470,9 @@ public final class QueuedSinkRunner: Service {
                         }
                         // There may be more due work than was claimed: look again as soon as there is room.
                         if claimed.count == requests { s.wakeRequested = true }
+                        return false
                     }
+                    if stopped { release(claimed.flatMap { $0.records.map(\.id) }) }
                     continue
                 }
                 // Nothing claimable. Scans to go alone that are not due now may go with others later.
@@ -657,7 +663,7 @@ public final class QueuedSinkRunner: Service {
                 return true
             }
             if !unsent.isEmpty {
-                for id in unsent { try? ledger.release(id: id) }
+                release(unsent)
                 wake()
                 continue
             }
@@ -679,7 +685,7 @@ public final class QueuedSinkRunner: Service {
             let held = state.withLock { s -> [String] in
                 s.health.isHealthy ? [] : QueuedSinkRunner.dropQueuedJobs(&s)
             }
-            for id in held { try? ledger.release(id: id) }
+            release(held)
             // Recorded first, then the identifiers are freed: the next scan of each is claimed only once this
             // one's outcome is durable.
             let except = state.withLock { s in
@@ -690,6 +696,14 @@ public final class QueuedSinkRunner: Service {
             if let now = backlogDueAt { _ = try? ledger.makeBackoffDue(now: now, except: except) }
             wake()
         }
+    }
+
+    /// Gives claimed scans that were not sent back to the queue, no attempt counted. A claim in capture order
+    /// writes nothing (the runner's cursor and in-flight set are its only record), so there is nothing to undo;
+    /// a leased claim is undone in one transaction.
+    private func release(_ ids: [String]) {
+        guard transport.order == .perIdentifier, !ids.isEmpty else { return }
+        try? ledger.release(ids: ids)
     }
 
     /// Takes every job not yet sent off the queue; returns their scans, to be released.
