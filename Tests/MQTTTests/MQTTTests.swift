@@ -303,12 +303,16 @@ struct MQTTTests {
         #expect(bridge.waitForExit(timeout: 5) == 0)
     }
 
-    /// True when, per identifier, the scans received appear in capture order (first arrivals; some may be missing).
-    func inCaptureOrder(_ ids: [String], order: [String: [String]]) -> Bool {
-        firstArrivals(ids, order: order).allSatisfy { identifier, received in
+    /// Where, per identifier, the scans received (first arrivals; some may be missing) go back in capture order:
+    /// one line for the first such place of each identifier ("Ka: #312 arrived after #340 ..."); empty when in order.
+    func orderBreaks(_ ids: [String], order: [String: [String]]) -> [String] {
+        firstArrivals(ids, order: order).sorted { $0.key < $1.key }.compactMap { identifier, received in
             let position = Dictionary(uniqueKeysWithValues: (order[identifier] ?? []).enumerated().map { ($1, $0) })
             let indices = received.compactMap { position[$0] }
-            return indices == indices.sorted()
+            guard let k = indices.indices.dropFirst().first(where: { indices[$0] < indices[$0 - 1] }) else {
+                return nil
+            }
+            return "\(identifier): #\(indices[k]) arrived after #\(indices[k - 1]) (arrival \(k) of \(indices.count))"
         }
     }
 
@@ -380,7 +384,13 @@ struct MQTTTests {
             SUBSCRIBED at \(subscribedAt), \(connects); broker log: \(brokerLog)
             """)
         #expect(try Spool(path: s.spoolPath).sinkStats(named: "mqtt")?.delivered == 3000)
-        #expect(inCaptureOrder(receivedIDs(subscriber, topic: s.base + "/scans"), order: order))
+        let breaks = orderBreaks(receivedIDs(subscriber, topic: s.base + "/scans"), order: order)
+        // On failure, where the scans queued at the kill sat in each identifier's order.
+        let queuedAt = order.sorted { $0.key < $1.key }.map { identifier, ids in
+            let positions = ids.indices.filter { unacknowledged.contains(ids[$0]) }
+            return "\(identifier) #\(positions.first ?? -1)-#\(positions.last ?? -1)"
+        }
+        #expect(breaks.isEmpty, "\(breaks.joined(separator: "; ")); queued at the kill: \(queuedAt)")
         bridge.signal(SIGTERM)
         #expect(bridge.waitForExit(timeout: 5) == 0)
     }
@@ -416,7 +426,11 @@ struct MQTTTests {
         let unrecorded = received.filter { states[$0]?["mqtt"] != "delivered" }
         #expect(received.count >= 300 && received.count < 60000, "the stop came after the drain; make it larger")
         #expect(
-            unrecorded.count == 0, "\(unrecorded.count) of \(received.count) received scans not recorded as delivered")
+            unrecorded.count == 0,
+            """
+            \(unrecorded.count) of \(received.count) received scans not recorded as delivered; the bridge said: \
+            \(bridge.stderrText.split(separator: "\n").suffix(8).joined(separator: " | "))
+            """)
     }
 
     /// A hung broker (SIGSTOP) keeps the TCP connection open: only MQTT's keepalive notices. The log says so in

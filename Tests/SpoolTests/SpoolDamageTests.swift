@@ -291,6 +291,27 @@ struct SpoolDamageTests {
         #expect(try spool.check() != nil)
         #expect(Spool.integrityProblem(path: path) == nil)
     }
+    /// A check the service's stop ended (`SpoolWorkStop`) gives no verdict: a damaged file stays where it is, and
+    /// the next check, not stopped, still finds the damage (sqlite.org/c3ref/interrupt.html: an interrupted
+    /// statement ends with SQLITE_INTERRUPT).
+    @Test func aStoppedCheckGivesNoVerdictAndMovesNothing() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let path = dir.file("s.sqlite")
+        _ = try filledSpool(path)
+        try damage(path)
+        let spool = try Spool(path: path)
+        let stop = SpoolWorkStop()
+        stop.stop()
+        func movedAside() throws -> [String] {
+            try FileManager.default.contentsOfDirectory(atPath: dir.path).filter { $0.hasPrefix("s.sqlite.damaged-") }
+        }
+        #expect(try spool.check(stop: stop) == nil)
+        #expect(try movedAside().isEmpty)
+        #expect(try spool.check() != nil)
+        #expect(try movedAside().contains { !$0.hasSuffix("-wal") && !$0.hasSuffix("-shm") })
+    }
+
     /// The last cell of the rightmost leaf page of `scans` in the file at `path`: (its offset in the file, its
     /// key's bytes). A table leaf page (type 13) gives its cell count in bytes 3-4 and its cell pointers from byte 8;
     /// a cell is the payload's length, then the key, each a varint (sqlite.org/fileformat2.html, "B-tree Pages").

@@ -179,6 +179,31 @@ struct SpoolScaleTests {
         #expect(walSize(path) < Spool.walTrimBytes, "WAL \(walSize(path)) bytes after the purge")
     }
 
+    /// The service's stop ends a purge between two batches (`SpoolWorkStop`); the next purge deletes the rest.
+    @Test func aStoppedPurgeEndsAfterTheBatchInHandAndTheNextGoesOn() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = try Spool(path: dir.file("s.sqlite"))
+        try spool.withTestConnection { db throws(SQLiteError) in
+            try db.execute(
+                """
+                BEGIN;
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+                INSERT INTO scans (id, created_at, state, source_kind, device, raw, input, identifier)
+                SELECT 'old-' || i, '2025-01-01T00:00:00.000Z', 'pending', 'hid', 'bench',
+                    'https://s.plings.io/?t=q&i=Old' || i || '&p=1', '{"type":"q"}', 'Old' || i FROM n;
+                UPDATE sink_queue SET state = 'delivered', delivered_at = '2025-01-01T00:00:01.000Z' WHERE sink = 'api';
+                COMMIT;
+                """)
+        }
+        let cutoff = Date(timeIntervalSince1970: 1_767_225_600)
+        let stop = SpoolWorkStop()
+        // Stopped while the first batch is committed: that batch stays done, no second one starts.
+        #expect(try spool.purgeDelivered(before: cutoff, batch: 500, stop: stop) { _ in stop.stop() } == 500)
+        #expect(try spool.purgeDelivered(before: cutoff, batch: 500, stop: stop) == 0)
+        #expect(try spool.purgeDelivered(before: cutoff, batch: 500) == 1500)
+    }
+
     /// A large WAL left behind (by a process that stopped before trimming it, or an older release) is trimmed by
     /// the next open, so only that one process pays for re-reading it.
     @Test func aLargeWALLeftBehindIsTrimmedOnOpen() throws {

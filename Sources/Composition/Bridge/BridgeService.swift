@@ -137,11 +137,17 @@ public final class BridgeService: Sendable {
         let reporterSources = sources.reporterSources
         let current = self.current
         let configuration = self.configuration
-        let retention = PeriodicThread(name: "retention", interval: 3600) { [self] in pruneDelivered(spool) }
-        // The whole spool file checked at start and daily, at the lowest priority (issue 43).
-        let integrity = PeriodicThread(name: "spool-check", interval: SpoolDamageWatch.checkInterval) {
-            damageWatch.checkNow()
+        // A purge at the stop ends between two batches (during a drain it follows the deliveries for a while).
+        let retentionStop = SpoolWorkStop()
+        let retention = PeriodicThread(name: "retention", interval: 3600, interrupt: retentionStop.stop) { [self] in
+            pruneDelivered(spool, stop: retentionStop)
         }
+        // The whole spool file checked at start and daily, at the lowest priority (issue 43).
+        // A check still running at the stop ends there (the next start checks again): at the lowest priority on a
+        // busy box it could otherwise hold the stop past its deadline, with the sinks' answers unrecorded.
+        let integrity = PeriodicThread(
+            name: "spool-check", interval: SpoolDamageWatch.checkInterval, interrupt: damageWatch.stopChecking
+        ) { damageWatch.checkNow() }
         let reporter = StatusReporter(
             statusPath: settings.statusPath, metricsPath: config.metrics.textfile,
             metricsInterval: config.metrics.interval, spool: spool,
@@ -274,11 +280,11 @@ public final class BridgeService: Sendable {
 
     /// Deletes the scans every sink that queued them finished with (delivered or dead) longer ago than
     /// `spool.deliveredRetention` (hourly, on the retention thread). Pending, kept and unrecognized scans stay.
-    private func pruneDelivered(_ spool: Spool) {
+    private func pruneDelivered(_ spool: Spool, stop: SpoolWorkStop) {
         let retention = current.withLock { $0.spool.deliveredRetention }
         let cutoff = Date().addingTimeInterval(-retention)
         let started = MonotonicClock.now()
-        if let pruned = try? spool.purgeDelivered(before: cutoff), pruned > 0 {
+        if let pruned = try? spool.purgeDelivered(before: cutoff, stop: stop), pruned > 0 {
             logger.info(
                 "pruned delivered scans",
                 [("count", String(pruned)), ("seconds", String(format: "%.2f", MonotonicClock.now() - started))])

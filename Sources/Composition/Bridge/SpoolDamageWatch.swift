@@ -19,6 +19,8 @@ public final class SpoolDamageWatch: Sendable {
     private let salvaging = Mutex<Set<String>>([])
     /// Told after a damage was found or a salvage ended (`status` follows at once).
     private let changed: @Sendable () -> Void
+    /// Ends a running integrity check at the stop (`stopChecking`).
+    private let checkStop = SpoolWorkStop()
 
     public init(spool: Spool, logger: Logger, background: Bool, changed: @escaping @Sendable () -> Void = {}) {
         self.spool = spool
@@ -54,6 +56,7 @@ public final class SpoolDamageWatch: Sendable {
     public func checkNow() {
         let spool = self.spool
         let logger = self.logger
+        let checkStop = self.checkStop
         let check = OwnThread(name: "spool-check-run") {
             var all = sigset_t()
             sigfillset(&all)
@@ -61,7 +64,7 @@ public final class SpoolDamageWatch: Sendable {
             // Linux keeps a nice value per thread: this one only (who 0 is the calling thread).
             _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0, 19)
             do throws(SpoolError) {
-                _ = try spool.check()
+                _ = try spool.check(stop: checkStop)
             } catch {
                 logger.warn("spool: the integrity check could not run", [("error", error.description)])
             }
@@ -123,6 +126,10 @@ public final class SpoolDamageWatch: Sendable {
         let record = JSONValue.object(fields + [("at", .string(Timestamp.format(Date())))])
         try? (record.encoded() + "\n").write(toFile: file + ".salvaged", atomically: true, encoding: .utf8)
     }
+
+    /// Ends a check in progress at once, without a verdict, and every later one: the service is stopping, and a
+    /// check at the lowest priority on a busy box would hold its stop for seconds (the next start checks again).
+    public func stopChecking() { checkStop.stop() }
 
     /// Leaves a salvage or check in progress to end with the process (a salvage is done again at the next start).
     public func stop() {

@@ -14,6 +14,8 @@ public struct SQLiteError: Error, CustomStringConvertible, Equatable {
     public var isFull: Bool { code & 0xFF == SQLITE_FULL }
     /// Another connection holds the lock longer than the busy timeout.
     public var isBusy: Bool { code & 0xFF == SQLITE_BUSY || code & 0xFF == SQLITE_LOCKED }
+    /// `interrupt` ended the statement (a stop): no verdict on the file.
+    public var isInterrupt: Bool { code & 0xFF == SQLITE_INTERRUPT }
 }
 
 /// SQLite's "copy this string now" destructor, a C macro Swift cannot import.
@@ -45,6 +47,21 @@ final class SQLiteConnection: @unchecked Sendable {
     deinit {
         for statement in statements.values { sqlite3_finalize(statement) }
         sqlite3_close_v2(handle)
+    }
+
+    /// Ends the statement running on this connection at its next step (SQLite allows it from any thread while the
+    /// connection is open).
+    func interrupt() { sqlite3_interrupt(handle) }
+
+    /// Ends each statement on this connection at its next instruction once `stop` is stopped (SQLite's progress
+    /// handler; its answer 1 interrupts). `stop` must outlive the connection's use.
+    func endStatements(once stop: SpoolWorkStop) {
+        sqlite3_progress_handler(
+            handle, 1,
+            { context in
+                guard let context else { return 0 }
+                return Unmanaged<SpoolWorkStop>.fromOpaque(context).takeUnretainedValue().isStopped ? 1 : 0
+            }, Unmanaged.passUnretained(stop).toOpaque())
     }
 
     func error(_ rc: Int32, _ context: String) -> SQLiteError {

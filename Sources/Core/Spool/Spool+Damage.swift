@@ -76,14 +76,21 @@ extension Spool {
     }
 
     /// Runs SQLite's quick check over the whole file (every page's structure; ~1 s per 100 MB here). Returns nil
-    /// when it is sound, else what is wrong; a damaged file of a writable spool is moved aside.
-    public func check() throws(SpoolError) -> String? {
+    /// when it is sound, or when `stop` ended it first (no verdict); else what is wrong. A damaged file of a
+    /// writable spool is moved aside.
+    public func check(stop: SpoolWorkStop? = nil) throws(SpoolError) -> String? {
         let problem: String?
         let checked = FileIdentity(path: path)
         do {
             let probe = try SQLiteConnection(path: path, readOnly: true)
-            problem = Spool.quickCheck(probe)
+            if let stop {
+                // Stopped, it throws an interrupt (below).
+                problem = try stop.running(probe) { () throws(SQLiteError) in try Spool.quickCheck(probe) }
+            } else {
+                problem = try Spool.quickCheck(probe)
+            }
         } catch {
+            if error.isInterrupt { return nil }
             problem = error.isDamage || error.isIOError ? error.description : nil
             if problem == nil { throw .sqlite(error) }
         }
@@ -97,11 +104,12 @@ extension Spool {
     /// it is sound or cannot be opened at all.
     public static func integrityProblem(path: String) -> String? {
         guard let db = try? SQLiteConnection(path: path, readOnly: true) else { return nil }
-        return quickCheck(db)
+        return (try? quickCheck(db)) ?? nil
     }
 
-    /// `PRAGMA quick_check(1)`'s first complaint, or nil for "ok".
-    static func quickCheck(_ db: SQLiteConnection) -> String? {
+    /// `PRAGMA quick_check(1)`'s first complaint, or nil for "ok". Throws only when interrupted (a stop), which is
+    /// no verdict on the file.
+    static func quickCheck(_ db: SQLiteConnection) throws(SQLiteError) -> String? {
         do {
             let statement = try db.prepare("PRAGMA quick_check(1)")
             defer { statement.reset() }
@@ -113,6 +121,7 @@ extension Spool {
                 .filter { !$0.isEmpty }.joined(separator: "; ")
             return answer == "ok" ? nil : line
         } catch {
+            if error.isInterrupt { throw error }
             return error.description
         }
     }

@@ -91,9 +91,10 @@ extension Spool {
     /// In transactions of at most `batch` rows, each over the next window of delivered scans in capture order,
     /// so each is bounded work (an index range, not a rescan) and a concurrent commit, in this process or
     /// another, waits for one batch at most. `progress` gets the running total after each batch. Afterwards a
-    /// WAL the purge grew is truncated.
+    /// WAL the purge grew is truncated. A `stop` ends it between batches (the next round goes on from the start).
     public func purgeDelivered(
-        before cutoff: Date, batch: Int = Spool.purgeBatch, progress: ((Int) -> Void)? = nil
+        before cutoff: Date, batch: Int = Spool.purgeBatch, stop: SpoolWorkStop? = nil,
+        progress: ((Int) -> Void)? = nil
     ) throws(SpoolError) -> Int {
         let cutoffText = Timestamp.format(cutoff)
         var total = 0
@@ -106,7 +107,7 @@ extension Spool {
             _ = try? withConnection { db throws(SQLiteError) in try db.execute("PRAGMA wal_autocheckpoint = 1000") }
         }
         var batches = 0
-        while true {
+        while stop?.isStopped != true {
             let window: (end: Int, deleted: Int)? = try withConnection { db throws(SQLiteError) in
                 try db.transaction { () throws(SQLiteError) -> (end: Int, deleted: Int)? in
                     let end = try db.prepare(

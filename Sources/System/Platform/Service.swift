@@ -68,12 +68,18 @@ public final class PeriodicThread: Service {
     private let state = Monitor(State())
     private let worker = Mutex<WorkerThread?>(nil)
     private let watched: Bool
+    private let interrupt: @Sendable () -> Void
 
-    /// `watched`: the watchdog tells when a round hangs (`WorkerThread.init`).
-    public init(name: String, interval: Double, watched: Bool = false, body: @escaping @Sendable () -> Void) {
+    /// `watched`: the watchdog tells when a round hangs (`WorkerThread.init`). `interrupt`: called at the stop, to
+    /// end a long round (a whole-file check) rather than wait for it.
+    public init(
+        name: String, interval: Double, watched: Bool = false, interrupt: @escaping @Sendable () -> Void = {},
+        body: @escaping @Sendable () -> Void
+    ) {
         self.name = name
         self.interval = interval
         self.watched = watched
+        self.interrupt = interrupt
         self.body = body
     }
 
@@ -111,6 +117,7 @@ public final class PeriodicThread: Service {
     public func stop(deadline: Double) {
         worker.withLock { $0 }?.expectEnd()
         state.update { $0.stopping = true }
+        interrupt()
         worker.withLock { $0 }?.join(until: deadline)
     }
 
