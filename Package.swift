@@ -14,7 +14,7 @@ let package = Package(
         .library(name: "HID", targets: ["HID"]),
         .library(name: "NFC", targets: ["NFC"]),
         .library(name: "MQTT", targets: ["MQTT"]),
-        .library(name: "Forwarder", targets: ["Forwarder"]),
+        .library(name: "PlingsAPI", targets: ["PlingsAPI"]),
         // fuzz-serial frames bytes with the serial scanners' framer.
         .library(name: "Serial", targets: ["Serial"]),
     ],
@@ -61,7 +61,7 @@ let package = Package(
         .target(name: "HTTPTransport", dependencies: ["CCurlShim"]),
         // Delivery to the API: the GraphQL request, the delivery loop, backoff.
         .target(
-            name: "Forwarder", dependencies: ["BridgeCore", "Logging", "Spool", "HTTPTransport", "Platform", "SinkKit"]),
+            name: "PlingsAPI", dependencies: ["BridgeCore", "Logging", "Spool", "HTTPTransport", "Platform", "SinkKit"]),
         // Publishing scans and device health to an MQTT broker, from the spool (its own delivery state).
         .target(
             name: "MQTT", dependencies: ["BridgeCore", "Logging", "Spool", "CMosquittoShim", "Platform", "SinkKit"]),
@@ -97,7 +97,7 @@ let package = Package(
         .target(
             name: "Bridge",
             dependencies: [
-                "BridgeCore", "Logging", "Spool", "Forwarder", "MQTT", "Location", "HID", "NFC", "Serial", "CSysShim",
+                "BridgeCore", "Logging", "Spool", "PlingsAPI", "MQTT", "Location", "HID", "NFC", "Serial", "CSysShim",
                 "Platform", "SinkKit", "SourceKit", "ReadPipeline", "HIDPOS", "HTTPInterface", "HTTPTransport",
                 "Webhook",
             ]),
@@ -106,13 +106,13 @@ let package = Package(
             name: "plings-bridge",
             dependencies: [
                 "Bridge", "BridgeCore", "Logging", "Spool", "Location", "HID", "NFC", "Platform", "SinkKit",
-                "SourceKit", "Forwarder", "ReadPipeline", "QRCode",
+                "SourceKit", "PlingsAPI", "ReadPipeline", "QRCode",
             ]),
         // Benchmarks (`swift run -c release plings-bench`).
         .executableTarget(
             name: "plings-bench",
             dependencies: [
-                "Bridge", "BridgeCore", "Spool", "CSQLite", "Forwarder", "Logging", "Location", "HID", "CEvdevShim",
+                "Bridge", "BridgeCore", "Spool", "CSQLite", "PlingsAPI", "Logging", "Location", "HID", "CEvdevShim",
                 "NFC", "BridgeTestSupport", "Platform", "MQTT", "CXKBCommon", "ReadPipeline", "HIDPOS", "Serial",
                 "HTTPInterface", "SinkKit", "SourceKit",
             ]),
@@ -133,7 +133,7 @@ let package = Package(
         .testTarget(
             name: "BridgeTests",
             dependencies: [
-                "Bridge", "BridgeCore", "HID", "NFC", "MQTT", "Forwarder", "Serial", "SinkKit", "SourceKit", "Platform",
+                "Bridge", "BridgeCore", "HID", "NFC", "MQTT", "PlingsAPI", "Serial", "SinkKit", "SourceKit", "Platform",
                 "BridgeTestSupport", "HIDPOS", "HTTPInterface", "Webhook",
             ]),
         .testTarget(
@@ -144,8 +144,8 @@ let package = Package(
             name: "SerialTests", dependencies: ["Serial", "BridgeCore", "BridgeTestSupport", "Platform", "Udev"]),
         .testTarget(name: "HIDPOSTests", dependencies: ["HIDPOS", "BridgeCore", "BridgeTestSupport", "Platform"]),
         .testTarget(
-            name: "ForwarderTests",
-            dependencies: ["BridgeCore", "BridgeTestSupport", "Forwarder", "Logging", "Platform", "SinkKit", "Spool"]),
+            name: "PlingsAPITests",
+            dependencies: ["BridgeCore", "BridgeTestSupport", "PlingsAPI", "Logging", "Platform", "SinkKit", "Spool"]),
         .testTarget(
             name: "MQTTTests",
             dependencies: ["BridgeCore", "BridgeTestSupport", "Logging", "MQTT", "Platform", "SinkKit", "Spool"]),
@@ -179,7 +179,7 @@ let layout: [String: [String]] = [
     // Where reads come from (and the position coupled to each).
     "Readers": ["NFC", "HID", "HIDPOS", "Serial", "Location"],
     // Where scans go.
-    "Sinks": ["Forwarder", "MQTT", "Webhook", "HTTPInterface"],
+    "Sinks": ["PlingsAPI", "MQTT", "Webhook", "HTTPInterface"],
     // The scan model, the pipeline, the spool and the contracts every reader and sink implements.
     "Core": ["BridgeCore", "ReadPipeline", "Spool", "SourceKit", "SinkKit"],
     // What every side uses of the system: clocks, threads, descriptors, udev, logging, HTTP, QR Codes.

@@ -31,7 +31,7 @@ let package = Package(
                             .product(name: "HID", package: "plings-bridge"),
                             .product(name: "NFC", package: "plings-bridge"),
                             .product(name: "MQTT", package: "plings-bridge"),
-                            .product(name: "Forwarder", package: "plings-bridge"),
+                            .product(name: "PlingsAPI", package: "plings-bridge"),
                         ]
                         : []),
                 path: "Sources/\(name)")

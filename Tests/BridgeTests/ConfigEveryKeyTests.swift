@@ -1,5 +1,5 @@
 import Bridge
-import Forwarder
+import PlingsAPI
 import Foundation
 import HID
 import HIDPOS

@@ -1,6 +1,6 @@
 import BridgeTestSupport
 import Bridge
-import Forwarder
+import PlingsAPI
 import HID
 import NFC
 import Testing

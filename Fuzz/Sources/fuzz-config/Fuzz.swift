@@ -1,5 +1,5 @@
 import BridgeCore
-import Forwarder
+import PlingsAPI
 import HID
 import MQTT
 import NFC

@@ -1,5 +1,5 @@
 import BridgeCore
-import Forwarder
+import PlingsAPI
 import Foundation
 
 /// Which configuration the running service uses and what its last reload did: `status` shows it,

@@ -1,6 +1,6 @@
 import BridgeCore
 import CSysShim
-import Forwarder
+import PlingsAPI
 import Foundation
 import Glibc
 import HID

@@ -1,6 +1,6 @@
 import BridgeCore
 import Logging
-import Forwarder
+import PlingsAPI
 import HTTPInterface
 import MQTT
 import SinkKit

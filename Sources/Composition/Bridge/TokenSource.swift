@@ -1,5 +1,5 @@
 import BridgeCore
-import Forwarder
+import PlingsAPI
 
 /// Where the API token comes from, never argv: `--api-token-file`/`api.tokenFile`, else
 /// `PLINGS_BRIDGE_API_TOKEN`, else `$CREDENTIALS_DIRECTORY/token` (systemd `LoadCredential=`).

@@ -1,7 +1,7 @@
 import Bridge
 import BridgeCore
 import BridgeTestSupport
-import Forwarder
+import PlingsAPI
 import Foundation
 import Logging
 import Spool

@@ -1,6 +1,6 @@
 import Bridge
 import BridgeCore
-import Forwarder
+import PlingsAPI
 import Foundation
 import Location
 import NFC

@@ -7,7 +7,7 @@ import Testing
 
 /// The real bridge against the strict API stand-in: nothing is lost, order holds, the token stays secret.
 @Suite(.serialized)
-struct ForwarderTests {
+struct PlingsAPITests {
     let binary = Products.path("plings-bridge")
 
     struct Setup {

@@ -1,6 +1,6 @@
 import BridgeCore
 import BridgeTestSupport
-import Forwarder
+import PlingsAPI
 import Foundation
 import Logging
 import SinkKit
@@ -11,7 +11,7 @@ import Testing
 /// The forwarder in this process, against the real API stand-in and a real spool: its health (the `SinkHealth`
 /// every sink shares) follows the outcomes of docs/contracts.md, "Outcomes", and each change is told once.
 @Suite(.serialized)
-struct ForwarderInProcessTests {
+struct PlingsAPIInProcessTests {
     struct Rig {
         let api: APIStandIn
         let dir: TemporaryDirectory

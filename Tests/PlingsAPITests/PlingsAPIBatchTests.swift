@@ -1,6 +1,6 @@
 import BridgeCore
 import BridgeTestSupport
-import Forwarder
+import PlingsAPI
 import Foundation
 import Logging
 import SinkKit
@@ -11,7 +11,7 @@ import Testing
 /// A backlog drains several scans per request (docs/contracts.md, "Batched request"), against the real API
 /// stand-in, which executes each batched request with graphql-core as any GraphQL server would.
 @Suite(.serialized)
-struct ForwarderBatchTests {
+struct PlingsAPIBatchTests {
     struct Rig {
         let api: APIStandIn
         let dir: TemporaryDirectory
