@@ -217,6 +217,8 @@ public final class QueuedSinkRunner: Service {
 
     private struct State {
         var stopping = false
+        /// Connections lost so far (`transportFailed`, `transportPaused`): a claim made before one is stale.
+        var outages = 0
         var wakeRequested = true
         /// Requests claimed and not yet taken by a worker.
         var jobs: [Job] = []
@@ -403,7 +405,9 @@ public final class QueuedSinkRunner: Service {
     /// What the coordinator does next, decided under the lock.
     private enum Step {
         case stop
-        case claim(requests: Int, batchSize: Int, busy: Set<String>, inFlight: Set<String>, makeDue: Set<String>?)
+        case claim(
+            requests: Int, batchSize: Int, busy: Set<String>, inFlight: Set<String>, makeDue: Set<String>?,
+            outages: Int)
         case sleep(until: Double)
     }
 
@@ -430,7 +434,7 @@ public final class QueuedSinkRunner: Service {
                             batchSize: requestSize(&s),
                             busy: Set(s.inFlight.values),
                             inFlight: transport.order == .capture ? Set(s.inFlight.keys) : [],
-                            makeDue: s.backlogDueRequested ? Set(s.inFlight.keys) : nil)
+                            makeDue: s.backlogDueRequested ? Set(s.inFlight.keys) : nil, outages: s.outages)
                     }
                     if let dueAt { sleepUntil = min(sleepUntil, max(dueAt, now)) }
                 }
@@ -439,7 +443,7 @@ public final class QueuedSinkRunner: Service {
             switch step {
             case .stop:
                 break loop
-            case .claim(let requests, let batchSize, let busy, let inFlight, let makeDue):
+            case .claim(let requests, let batchSize, let busy, let inFlight, let makeDue, let outages):
                 let wallNow = Date()
                 if let inFlight = makeDue { _ = try? ledger.makeBackoffDue(now: wallNow, except: inFlight) }
                 let claimed: [DeliveryBatch]
@@ -459,10 +463,14 @@ public final class QueuedSinkRunner: Service {
                     }
                 }
                 if !claimed.isEmpty {
-                    let stopped = state.update { s -> Bool in
+                    let discarded = state.update { s -> Bool in
                         // The stop came during the claim: its jobs were already released and the workers are
-                        // leaving, so these go back too rather than sit claimed.
-                        if s.stopping { return true }
+                        // leaving, so these go back too rather than sit claimed. So do they when the connection was
+                        // lost meanwhile (`transportFailed`).
+                        if s.stopping || s.outages != outages {
+                            s.lookBelow = true
+                            return true
+                        }
                         for batch in claimed {
                             for record in batch.records { s.inFlight[record.id] = record.identifier ?? record.id }
                             s.requests += 1
@@ -472,7 +480,7 @@ public final class QueuedSinkRunner: Service {
                         if claimed.count == requests { s.wakeRequested = true }
                         return false
                     }
-                    if stopped { release(claimed.flatMap { $0.records.map(\.id) }) }
+                    if discarded { release(claimed.flatMap { $0.records.map(\.id) }) }
                     continue
                 }
                 // Nothing claimable. Scans to go alone that are not due now may go with others later.
@@ -580,24 +588,34 @@ public final class QueuedSinkRunner: Service {
         return changed
     }
 
+    /// The connection is gone. The requests claimed and not yet taken by a worker go back at once: claimed before
+    /// the outage, they must not go out on the next connection ahead of the scans the lost one leaves unanswered
+    /// (below them in capture order). Kept until a worker came back, they did when the broker was back first (seen
+    /// under load: a subscriber got #447-#599 of an identifier before #95-#446).
     fileprivate func transportFailed(reason: String, replacing: Bool) -> Bool {
-        let (started, changed) = state.update { s -> (Bool, Bool) in
+        let (started, changed, unsent) = state.update { s -> (Bool, Bool, [String]) in
             s.connectionDown = true
+            s.outages += 1
+            let unsent = QueuedSinkRunner.dropQueuedJobs(&s)
             let before = s.health.state
-            if case .failing = before, !replacing { return (false, false) }
+            if case .failing = before, !replacing { return (false, false, unsent) }
             let change = s.health.noteFailure(
                 reason: reason, now: Date(), clock: MonotonicClock.now(), keepFirstReason: false)
-            return (change != nil, before != s.health.state)
+            return (change != nil, before != s.health.state, unsent)
         }
+        release(unsent)
         if changed { problemChanged(reason) }
         return started
     }
 
     fileprivate func transportPaused(reason: String) -> Bool {
-        let newly = state.update { s -> Bool in
+        let (newly, unsent) = state.update { s -> (Bool, [String]) in
             s.connectionDown = true
-            return s.health.pause(reason: reason, now: Date(), clock: MonotonicClock.now()) != nil
+            s.outages += 1
+            let unsent = QueuedSinkRunner.dropQueuedJobs(&s)
+            return (s.health.pause(reason: reason, now: Date(), clock: MonotonicClock.now()) != nil, unsent)
         }
+        release(unsent)
         problemChanged(reason)
         return newly
     }
