@@ -291,6 +291,7 @@ struct SpoolDamageTests {
         #expect(try spool.check() != nil)
         #expect(Spool.integrityProblem(path: path) == nil)
     }
+
     /// A check the service's stop ended (`SpoolWorkStop`) gives no verdict: a damaged file stays where it is, and
     /// the next check, not stopped, still finds the damage (sqlite.org/c3ref/interrupt.html: an interrupted
     /// statement ends with SQLITE_INTERRUPT).

@@ -153,18 +153,7 @@ struct SpoolScaleTests {
         let spool = try Spool(path: path)
         // 100,000 old delivered scans in one transaction (an import or an old release's purge): the WAL grows past
         // what SQLite's checkpoints keep it at.
-        try spool.withTestConnection { db throws(SQLiteError) in
-            try db.execute(
-                """
-                BEGIN;
-                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
-                INSERT INTO scans (id, created_at, state, source_kind, device, raw, input, identifier)
-                SELECT 'old-' || i, '2025-01-01T00:00:00.000Z', 'pending', 'hid', 'bench',
-                    'https://s.plings.io/?t=q&i=Old' || i || '&p=1', '{"type":"q"}', 'Old' || i FROM n;
-                UPDATE sink_queue SET state = 'delivered', delivered_at = '2025-01-01T00:00:01.000Z' WHERE sink = 'api';
-                COMMIT;
-                """)
-        }
+        try insertDeliveredIn2025(spool, count: 100_000)
         #expect(walSize(path) > Spool.walTrimBytes)
         let kept = scan("https://s.plings.io/?t=q&i=Kept&p=1")
         try spool.insert([kept])
@@ -179,16 +168,13 @@ struct SpoolScaleTests {
         #expect(walSize(path) < Spool.walTrimBytes, "WAL \(walSize(path)) bytes after the purge")
     }
 
-    /// The service's stop ends a purge between two batches (`SpoolWorkStop`); the next purge deletes the rest.
-    @Test func aStoppedPurgeEndsAfterTheBatchInHandAndTheNextGoesOn() throws {
-        let dir = TemporaryDirectory()
-        defer { dir.remove() }
-        let spool = try Spool(path: dir.file("s.sqlite"))
+    /// `count` scans captured and delivered to the API early in 2025, in one transaction (a year-old backlog).
+    func insertDeliveredIn2025(_ spool: Spool, count: Int) throws {
         try spool.withTestConnection { db throws(SQLiteError) in
             try db.execute(
                 """
                 BEGIN;
-                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+                WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < \(count))
                 INSERT INTO scans (id, created_at, state, source_kind, device, raw, input, identifier)
                 SELECT 'old-' || i, '2025-01-01T00:00:00.000Z', 'pending', 'hid', 'bench',
                     'https://s.plings.io/?t=q&i=Old' || i || '&p=1', '{"type":"q"}', 'Old' || i FROM n;
@@ -196,6 +182,14 @@ struct SpoolScaleTests {
                 COMMIT;
                 """)
         }
+    }
+
+    /// The service's stop ends a purge between two batches (`SpoolWorkStop`); the next purge deletes the rest.
+    @Test func aStoppedPurgeEndsAfterTheBatchInHandAndTheNextGoesOn() throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let spool = try Spool(path: dir.file("s.sqlite"))
+        try insertDeliveredIn2025(spool, count: 2000)
         let cutoff = Date(timeIntervalSince1970: 1_767_225_600)
         let stop = SpoolWorkStop()
         // Stopped while the first batch is committed: that batch stays done, no second one starts.
